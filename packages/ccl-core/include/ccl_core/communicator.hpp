@@ -1,0 +1,71 @@
+// A group of ranks and every collective on raw buffers with explicit dtype and reduce op.
+// All calls are asynchronous and return a Request; counts are in elements.
+#pragma once
+
+#include <ccl_core/request.hpp>
+#include <ccl_core/store.hpp>
+#include <ccl_core/types.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ccl_core {
+
+struct CommunicatorOptions {
+    // Bound on bootstrap and the default bound on every wait().
+    std::chrono::milliseconds timeout{std::chrono::minutes(30)};
+    // Shown in error messages ("group 'tp'").
+    std::string name = "default";
+};
+
+class Communicator {
+public:
+    class Impl;
+
+    // Meets the other ranks through `store` (rank 0 publishes oneCCL's address, every rank announces itself)
+    // and creates the oneCCL communicator. Throws Timeout naming the ranks that never arrived.
+    static std::shared_ptr<Communicator> create(std::shared_ptr<Store> store, int rank, int size,
+                                                const CommunicatorOptions& options = {});
+    ~Communicator();
+
+    int rank() const;
+    int size() const;
+    const CommunicatorOptions& options() const;
+    // Set after a timeout or error: every later call throws CommunicatorAborted.
+    bool aborted() const;
+    void abort(const std::string& reason);
+
+    Request allreduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op);
+    Request reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root);
+    Request broadcast(void* buffer, std::size_t count, DType dtype, int root);
+    // recv holds size() * count elements, rank r's at offset r * count.
+    Request allgather(const void* send, void* recv, std::size_t count, DType dtype);
+    // recv holds sum(recv_counts) elements, rank r's after those of ranks < r.
+    Request allgatherv(const void* send, std::size_t send_count, void* recv,
+                       const std::vector<std::size_t>& recv_counts, DType dtype);
+    // send holds size() * recv_count elements; rank r receives the reduction of block r.
+    Request reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType dtype, ReduceOp op);
+    Request alltoall(const void* send, void* recv, std::size_t count, DType dtype);
+    Request alltoallv(const void* send, const std::vector<std::size_t>& send_counts, void* recv,
+                      const std::vector<std::size_t>& recv_counts, DType dtype);
+    // recv (root only; ignored elsewhere) holds size() * count elements.
+    Request gather(const void* send, void* recv, std::size_t count, DType dtype, int root);
+    // send (root only; ignored elsewhere) holds size() * count elements.
+    Request scatter(const void* send, void* recv, std::size_t count, DType dtype, int root);
+    Request send(const void* buffer, std::size_t count, DType dtype, int peer);
+    Request recv(void* buffer, std::size_t count, DType dtype, int peer);
+    Request barrier();
+
+    // Communicator over `ranks` (ranks of this communicator, in the order that gives new ranks).
+    // Collective over this communicator: every rank calls it; non-members get nullptr.
+    std::shared_ptr<Communicator> subgroup(const std::vector<int>& ranks, const std::string& name = "");
+
+private:
+    explicit Communicator(std::shared_ptr<Impl> impl);
+    std::shared_ptr<Impl> impl_;  // shared with requests in flight
+};
+
+}  // namespace ccl_core

@@ -1,0 +1,72 @@
+"""python -m ccl_core.info [--json]: versions, library paths, transport and the effective oneCCL environment."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+
+def loaded_library(fragment: str) -> str | None:
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.split()[-1]
+                if fragment in os.path.basename(path):
+                    return path
+    except OSError:
+        pass
+    return None
+
+
+def collect() -> dict:
+    import ccl_core
+
+    user_set = {name for name, _, _ in ccl_core.env_defaults() if name in os.environ}
+    ccl_core.initialize_runtime()  # applies our defaults, as a communicator would
+    effective = dict(ccl_core.effective_environment())
+    environment = [
+        {"name": name, "value": effective[name], "default": value,
+         "source": "user" if name in user_set else "ccl-core default", "why": why}
+        for name, value, why in ccl_core.env_defaults()
+    ]
+    ours = {e["name"] for e in environment}
+    others = {k: v for k, v in sorted(os.environ.items())
+              if k.startswith(("CCL_", "FI_", "I_MPI_")) and k not in ours}
+    return {
+        "ccl_core": ccl_core.__version__,
+        "oneccl": ccl_core.oneccl_version(),
+        "libccl": ccl_core.oneccl_library_path(),
+        "libccl_core": loaded_library("libccl_core"),
+        "libfabric": loaded_library("libfabric"),
+        "transport": {"atl": effective["CCL_ATL_TRANSPORT"],
+                      "shared_memory": effective["CCL_ATL_SHM"] == "1",
+                      "fi_provider": os.environ.get("FI_PROVIDER", "(oneCCL's choice)")},
+        "environment": environment,
+        "other_variables": others,
+    }
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    info = collect()
+    if "--json" in argv:
+        print(json.dumps(info, indent=2))
+        return 0
+    print(f"ccl-core      {info['ccl_core']}")
+    print(f"oneCCL        {info['oneccl']}")
+    print(f"libccl        {info['libccl']}")
+    print(f"libccl_core   {info['libccl_core']}")
+    print(f"libfabric     {info['libfabric'] or '(loaded when the first communicator is made)'}")
+    t = info["transport"]
+    print(f"transport     ATL {t['atl']}, shared memory {'on' if t['shared_memory'] else 'off'}, "
+          f"FI_PROVIDER {t['fi_provider']}")
+    print("environment:")
+    for e in info["environment"]:
+        print(f"  {e['name']}={e['value']}  [{e['source']}]")
+    for k, v in info["other_variables"].items():
+        print(f"  {k}={v}  [user]")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

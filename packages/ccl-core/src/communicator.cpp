@@ -1,0 +1,320 @@
+#include <ccl_core/runtime.hpp>
+
+#include "communicator_impl.hpp"
+
+#include <numeric>
+
+namespace ccl_core {
+namespace {
+
+constexpr const char* kAddressKey = "ccl_core/kvs_address";
+
+std::string joined_key(int rank) { return "ccl_core/joined/" + std::to_string(rank); }
+
+std::string all_ranks(int size) {
+    return size == 1 ? "rank 0" : "ranks 0-" + std::to_string(size - 1);
+}
+
+// A valid address for buffers that carry zero elements (gather/scatter through alltoallv).
+void* scratch() {
+    static thread_local char byte;
+    return &byte;
+}
+
+}  // namespace
+
+// ---- bootstrap ---------------------------------------------------------------------------------------------
+
+std::shared_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store, int rank, int size,
+                                                   const CommunicatorOptions& options) {
+    if (!store) throw InvalidArgument("Communicator::create: store is null");
+    if (size < 1) throw InvalidArgument("Communicator::create: size must be >= 1, got " + std::to_string(size));
+    if (rank < 0 || rank >= size) {
+        throw InvalidArgument("Communicator::create: rank " + std::to_string(rank) + " is out of range for size " +
+                              std::to_string(size) + " (0.." + std::to_string(size - 1) + ")");
+    }
+    if (options.timeout.count() <= 0) throw InvalidArgument("Communicator::create: timeout must be positive");
+    initialize_runtime();
+
+    auto impl = std::make_shared<Impl>(std::move(store), rank, size, options);
+    const auto deadline = std::chrono::steady_clock::now() + options.timeout;
+    auto remaining = [&] {
+        return std::max(Milliseconds(0), std::chrono::duration_cast<Milliseconds>(deadline - std::chrono::steady_clock::now()));
+    };
+    const std::string where = "bootstrap of communicator '" + options.name + "' (rank " + std::to_string(rank) +
+                              " of " + std::to_string(size) + ")";
+
+    // Rank 0 owns oneCCL's key-value service; everyone else learns its address through our store.
+    if (rank == 0) {
+        impl->kvs = ccl::create_main_kvs();
+        auto address = impl->kvs->get_address();
+        impl->store->set(kAddressKey, Bytes(address.begin(), address.end()));
+    } else {
+        Bytes bytes;
+        try {
+            bytes = impl->store->get(kAddressKey, remaining());
+        } catch (const Timeout&) {
+            throw Timeout(where + ": rank 0 did not publish its address within " +
+                          std::to_string(options.timeout.count()) + " ms; is rank 0 running with the same store?");
+        }
+        ccl::kvs::address_type address{};
+        if (bytes.size() != address.size()) {
+            throw BackendError(where + ": the store holds a malformed oneCCL address (" + std::to_string(bytes.size()) +
+                               " bytes); are two groups sharing one store prefix?");
+        }
+        std::copy(bytes.begin(), bytes.end(), address.begin());
+        impl->kvs = ccl::create_kvs(address);
+    }
+
+    // oneCCL's own rendezvous waits forever for a missing rank, so first make sure that all have arrived.
+    impl->store->set(joined_key(rank), Bytes{1});
+    std::vector<int> missing;
+    for (int r = 0; r < size; ++r) {
+        try {
+            impl->store->get(joined_key(r), missing.empty() ? remaining() : Milliseconds(0));
+        } catch (const Timeout&) {
+            missing.push_back(r);
+        }
+    }
+    if (!missing.empty()) {
+        std::string list;
+        for (int r : missing) list += (list.empty() ? "" : ", ") + std::to_string(r);
+        throw Timeout(where + ": rank(s) " + list + " did not join within " + std::to_string(options.timeout.count()) +
+                      " ms");
+    }
+
+    try {
+        impl->comm.emplace(ccl::create_communicator(size, rank, impl->kvs));
+    } catch (const std::exception& e) {
+        throw BackendError(where + ": oneCCL could not create the communicator: " + e.what());
+    }
+    return std::shared_ptr<Communicator>(new Communicator(std::move(impl)));
+}
+
+Communicator::Communicator(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Communicator::~Communicator() = default;
+
+int Communicator::rank() const { return impl_->rank; }
+int Communicator::size() const { return impl_->size; }
+const CommunicatorOptions& Communicator::options() const { return impl_->options; }
+bool Communicator::aborted() const { return impl_->is_aborted.load(); }
+void Communicator::abort(const std::string& reason) { impl_->abort(reason); }
+
+// ---- argument checks (each names the operation and the bad value) -------------------------------------------
+
+namespace {
+
+void check_rank(const Communicator::Impl& c, const char* op, const char* what, int r) {
+    if (r < 0 || r >= c.size) {
+        throw InvalidArgument(std::string(op) + ": " + what + " " + std::to_string(r) + " is out of range for a group of " +
+                              std::to_string(c.size) + " rank(s) (0.." + std::to_string(c.size - 1) + ")");
+    }
+}
+
+void check_buffer(const char* op, const char* name, const void* p, std::size_t count) {
+    if (p == nullptr && count > 0) {
+        throw InvalidArgument(std::string(op) + ": " + name + " is null but must hold " + std::to_string(count) + " elements");
+    }
+}
+
+void check_counts(const Communicator::Impl& c, const char* op, const char* name, const std::vector<std::size_t>& v) {
+    if (v.size() != static_cast<std::size_t>(c.size)) {
+        throw InvalidArgument(std::string(op) + ": " + name + " has " + std::to_string(v.size()) +
+                              " entries; expected one per rank (" + std::to_string(c.size) + ")");
+    }
+}
+
+void check_reduction(const char* op, DType dtype, ReduceOp rop) {
+    if (rop == ReduceOp::avg && !is_floating(dtype)) {
+        throw Unsupported(std::string(op) + ": reduce op avg needs a floating dtype, got " + dtype_name(dtype) +
+                          " (use sum and divide, or convert to a floating type)");
+    }
+}
+
+std::size_t total(const std::vector<std::size_t>& v) { return std::accumulate(v.begin(), v.end(), std::size_t{0}); }
+
+}  // namespace
+
+// ---- issuing ----------------------------------------------------------------------------------------------
+
+namespace {
+
+template <class Start>
+Request issue(const std::shared_ptr<Communicator::Impl>& c, const char* op, std::string peers, Start&& start,
+              std::function<void()> finish = {}) {
+    c->throw_if_aborted(op);
+    auto state = std::make_shared<Request::State>(c, op, std::move(peers));
+    state->finish = std::move(finish);
+    std::lock_guard<std::mutex> lock(c->issue_mutex);
+    try {
+        state->event = start(*c->comm);
+    } catch (const std::exception& e) {
+        throw BackendError(std::string(op) + " on " + c->describe() + ": oneCCL refused the operation: " + e.what());
+    }
+    return Request(std::move(state));
+}
+
+}  // namespace
+
+Request Communicator::allreduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
+    const char* name = "allreduce";
+    check_buffer(name, "send", send, count);
+    check_buffer(name, "recv", recv, count);
+    check_reduction(name, dtype, op);
+    return issue(impl_, name, all_ranks(size()), [&](ccl::communicator& comm) {
+        return ccl::allreduce(send, recv, count, detail::to_ccl(dtype), detail::to_ccl(op), comm);
+    });
+}
+
+Request Communicator::reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root) {
+    const char* name = "reduce";
+    check_rank(*impl_, name, "root", root);
+    check_buffer(name, "send", send, count);
+    check_buffer(name, "recv", recv, count);
+    check_reduction(name, dtype, op);
+    return issue(impl_, name, all_ranks(size()), [&](ccl::communicator& comm) {
+        return ccl::reduce(send, recv, count, detail::to_ccl(dtype), detail::to_ccl(op), root, comm);
+    });
+}
+
+Request Communicator::broadcast(void* buffer, std::size_t count, DType dtype, int root) {
+    const char* name = "broadcast";
+    check_rank(*impl_, name, "root", root);
+    check_buffer(name, "buffer", buffer, count);
+    return issue(impl_, name, all_ranks(size()), [&](ccl::communicator& comm) {
+        return ccl::broadcast(buffer, count, detail::to_ccl(dtype), root, comm);
+    });
+}
+
+Request Communicator::allgather(const void* send, void* recv, std::size_t count, DType dtype) {
+    return allgatherv(send, count, recv, std::vector<std::size_t>(static_cast<std::size_t>(size()), count), dtype);
+}
+
+Request Communicator::allgatherv(const void* send, std::size_t send_count, void* recv,
+                                 const std::vector<std::size_t>& recv_counts, DType dtype) {
+    const char* name = "allgather";
+    check_counts(*impl_, name, "recv_counts", recv_counts);
+    if (recv_counts[static_cast<std::size_t>(rank())] != send_count) {
+        throw InvalidArgument(std::string(name) + ": recv_counts[" + std::to_string(rank()) + "] is " +
+                              std::to_string(recv_counts[static_cast<std::size_t>(rank())]) +
+                              " but this rank sends " + std::to_string(send_count) + " elements");
+    }
+    check_buffer(name, "send", send, send_count);
+    check_buffer(name, "recv", recv, total(recv_counts));
+    return issue(impl_, name, all_ranks(size()), [&](ccl::communicator& comm) {
+        return ccl::allgatherv(send, send_count, recv, recv_counts, detail::to_ccl(dtype), comm);
+    });
+}
+
+Request Communicator::reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType dtype, ReduceOp op) {
+    const char* name = "reduce_scatter";
+    check_buffer(name, "send", send, recv_count * static_cast<std::size_t>(size()));
+    check_buffer(name, "recv", recv, recv_count);
+    check_reduction(name, dtype, op);
+    return issue(impl_, name, all_ranks(size()), [&](ccl::communicator& comm) {
+        return ccl::reduce_scatter(send, recv, recv_count, detail::to_ccl(dtype), detail::to_ccl(op), comm);
+    });
+}
+
+Request Communicator::alltoall(const void* send, void* recv, std::size_t count, DType dtype) {
+    const char* name = "alltoall";
+    check_buffer(name, "send", send, count * static_cast<std::size_t>(size()));
+    check_buffer(name, "recv", recv, count * static_cast<std::size_t>(size()));
+    return issue(impl_, name, all_ranks(size()), [&](ccl::communicator& comm) {
+        return ccl::alltoall(send, recv, count, detail::to_ccl(dtype), comm);
+    });
+}
+
+Request Communicator::alltoallv(const void* send, const std::vector<std::size_t>& send_counts, void* recv,
+                                const std::vector<std::size_t>& recv_counts, DType dtype) {
+    const char* name = "alltoallv";
+    check_counts(*impl_, name, "send_counts", send_counts);
+    check_counts(*impl_, name, "recv_counts", recv_counts);
+    check_buffer(name, "send", send, total(send_counts));
+    check_buffer(name, "recv", recv, total(recv_counts));
+    return issue(impl_, name, all_ranks(size()), [&](ccl::communicator& comm) {
+        return ccl::alltoallv(send ? send : scratch(), send_counts, recv ? recv : scratch(), recv_counts,
+                              detail::to_ccl(dtype), comm);
+    });
+}
+
+// oneCCL has no gather/scatter on every version we support; both are an alltoallv in which only the root
+// sends (scatter) or receives (gather) anything.
+Request Communicator::gather(const void* send, void* recv, std::size_t count, DType dtype, int root) {
+    const char* name = "gather";
+    check_rank(*impl_, name, "root", root);
+    check_buffer(name, "send", send, count);
+    const bool is_root = rank() == root;
+    if (is_root) check_buffer(name, "recv", recv, count * static_cast<std::size_t>(size()));
+    std::vector<std::size_t> send_counts(static_cast<std::size_t>(size()), 0);
+    std::vector<std::size_t> recv_counts(static_cast<std::size_t>(size()), is_root ? count : 0);
+    send_counts[static_cast<std::size_t>(root)] = count;
+    return issue(impl_, name, all_ranks(size()), [&](ccl::communicator& comm) {
+        return ccl::alltoallv(send ? send : scratch(), send_counts, is_root && recv ? recv : scratch(), recv_counts,
+                              detail::to_ccl(dtype), comm);
+    });
+}
+
+Request Communicator::scatter(const void* send, void* recv, std::size_t count, DType dtype, int root) {
+    const char* name = "scatter";
+    check_rank(*impl_, name, "root", root);
+    check_buffer(name, "recv", recv, count);
+    const bool is_root = rank() == root;
+    if (is_root) check_buffer(name, "send", send, count * static_cast<std::size_t>(size()));
+    std::vector<std::size_t> send_counts(static_cast<std::size_t>(size()), is_root ? count : 0);
+    std::vector<std::size_t> recv_counts(static_cast<std::size_t>(size()), 0);
+    recv_counts[static_cast<std::size_t>(root)] = count;
+    return issue(impl_, name, all_ranks(size()), [&](ccl::communicator& comm) {
+        return ccl::alltoallv(is_root && send ? send : scratch(), send_counts, recv ? recv : scratch(), recv_counts,
+                              detail::to_ccl(dtype), comm);
+    });
+}
+
+Request Communicator::send(const void* buffer, std::size_t count, DType dtype, int peer) {
+    const char* name = "send";
+    check_rank(*impl_, name, "peer", peer);
+    if (peer == rank()) throw InvalidArgument("send: peer " + std::to_string(peer) + " is this rank; send to a different rank");
+    check_buffer(name, "buffer", buffer, count);
+    return issue(impl_, name, "rank " + std::to_string(peer), [&](ccl::communicator& comm) {
+        return ccl::send(const_cast<void*>(buffer), count, detail::to_ccl(dtype), peer, comm);
+    });
+}
+
+Request Communicator::recv(void* buffer, std::size_t count, DType dtype, int peer) {
+    const char* name = "recv";
+    check_rank(*impl_, name, "peer", peer);
+    if (peer == rank()) throw InvalidArgument("recv: peer " + std::to_string(peer) + " is this rank; receive from a different rank");
+    check_buffer(name, "buffer", buffer, count);
+    return issue(impl_, name, "rank " + std::to_string(peer), [&](ccl::communicator& comm) {
+        return ccl::recv(buffer, count, detail::to_ccl(dtype), peer, comm);
+    });
+}
+
+Request Communicator::barrier() {
+    return issue(impl_, "barrier", all_ranks(size()), [&](ccl::communicator& comm) { return ccl::barrier(comm); });
+}
+
+// ---- sub-communicators -------------------------------------------------------------------------------------
+
+std::shared_ptr<Communicator> Communicator::subgroup(const std::vector<int>& ranks, const std::string& name) {
+    const char* op = "subgroup";
+    impl_->throw_if_aborted(op);
+    if (ranks.empty()) throw InvalidArgument("subgroup: the list of ranks is empty");
+    std::vector<bool> seen(static_cast<std::size_t>(size()), false);
+    std::string key;
+    for (int r : ranks) {
+        check_rank(*impl_, op, "rank", r);
+        if (seen[static_cast<std::size_t>(r)]) throw InvalidArgument("subgroup: rank " + std::to_string(r) + " is listed twice");
+        seen[static_cast<std::size_t>(r)] = true;
+        key += "_" + std::to_string(r);
+    }
+    const int index = impl_->subgroups_made++;
+    auto me = std::find(ranks.begin(), ranks.end(), rank());
+    if (me == ranks.end()) return nullptr;
+    CommunicatorOptions options = impl_->options;
+    options.name = name.empty() ? impl_->options.name + "/sub" + std::to_string(index) : name;
+    auto store = std::make_shared<PrefixStore>("ccl_core/sub" + std::to_string(index) + key, impl_->store);
+    return create(std::move(store), static_cast<int>(me - ranks.begin()), static_cast<int>(ranks.size()), options);
+}
+
+}  // namespace ccl_core

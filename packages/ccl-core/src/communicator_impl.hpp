@@ -1,0 +1,63 @@
+// State shared by Communicator and the Requests it issues (private to ccl-core).
+#pragma once
+
+#include <ccl_core/communicator.hpp>
+#include <ccl_core/errors.hpp>
+
+#include "oneccl.hpp"
+
+#include <atomic>
+#include <functional>
+#include <mutex>
+#include <optional>
+
+namespace ccl_core {
+
+class Communicator::Impl {
+public:
+    Impl(std::shared_ptr<Store> store, int rank, int size, CommunicatorOptions options)
+        : store(std::move(store)), rank(rank), size(size), options(std::move(options)) {}
+
+    std::shared_ptr<Store> store;
+    int rank;
+    int size;
+    CommunicatorOptions options;
+    std::shared_ptr<ccl::kvs> kvs;
+    std::optional<ccl::communicator> comm;
+    std::mutex issue_mutex;  // oneCCL needs ops issued in one order per communicator
+    int subgroups_made = 0;  // same on every rank, since subgroup() is collective
+
+    std::atomic<bool> is_aborted{false};
+    std::mutex abort_mutex;
+    std::string abort_reason;
+
+    void abort(const std::string& reason) {
+        std::lock_guard<std::mutex> lock(abort_mutex);
+        if (!is_aborted.exchange(true)) abort_reason = reason;
+    }
+    void throw_if_aborted(const char* op) {
+        if (!is_aborted.load(std::memory_order_relaxed)) return;
+        std::lock_guard<std::mutex> lock(abort_mutex);
+        throw CommunicatorAborted(std::string(op) + ": " + describe() +
+                                  " was aborted and cannot be used any more (" + abort_reason + ")");
+    }
+    std::string describe() const {
+        return "communicator '" + options.name + "' (rank " + std::to_string(rank) + " of " + std::to_string(size) + ")";
+    }
+};
+
+class Request::State {
+public:
+    State(std::shared_ptr<Communicator::Impl> comm, std::string op, std::string peers)
+        : comm(std::move(comm)), op(std::move(op)), peers(std::move(peers)) {}
+
+    std::shared_ptr<Communicator::Impl> comm;
+    std::string op;     // "allreduce"
+    std::string peers;  // "ranks 0-1", "rank 1": who must take part, for error messages
+    ccl::event event;
+    std::function<void()> finish;  // runs once when the event completes (avg's division, ...)
+    std::mutex mutex;
+    bool done = false;
+};
+
+}  // namespace ccl_core

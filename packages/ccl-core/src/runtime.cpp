@@ -1,0 +1,97 @@
+#include <ccl_core/runtime.hpp>
+
+#include "oneccl.hpp"
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace ccl_core {
+
+const std::vector<EnvDefault>& env_defaults() {
+    static const std::vector<EnvDefault> defaults{
+        {"CCL_WORKER_OFFLOAD", "0",
+         "oneCCL's worker thread fights the caller for cores: every op then costs an ~8 ms scheduler quantum on "
+         "small hosts; without it the waiting thread drives progress"},
+        {"CCL_ATL_TRANSPORT", "ofi",
+         "the KVS bootstrap needs no MPI; ATL/MPI without mpiexec makes every process rank 0"},
+        {"CCL_ATL_SHM", "1",
+         "adds libfabric's shared-memory provider for ranks on one host (about 2x tcp's bandwidth)"},
+        {"CCL_LOG_LEVEL", "error",
+         "oneCCL warns about every variable above and about ordinary launches; errors still show"},
+    };
+    return defaults;
+}
+
+namespace {
+
+// oneCCL announces the change of CCL_LOG_LEVEL at warn level (on stdout) while it is still parsing it; when
+// we are the ones asking for "error", silence what it prints during init, to keep every rank's output clean.
+// Errors are not lost: ccl::init reports them by throwing.
+class QuietStdout {
+public:
+    explicit QuietStdout(bool enable) {
+        if (!enable) return;
+        std::fflush(stdout);
+        saved_ = ::dup(STDOUT_FILENO);
+        int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+        if (saved_ >= 0 && devnull >= 0) ::dup2(devnull, STDOUT_FILENO);
+        if (devnull >= 0) ::close(devnull);
+    }
+    ~QuietStdout() {
+        if (saved_ < 0) return;
+        std::fflush(stdout);
+        ::dup2(saved_, STDOUT_FILENO);
+        ::close(saved_);
+    }
+
+private:
+    int saved_ = -1;
+};
+
+}  // namespace
+
+void initialize_runtime() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        bool we_set_log_level = false;
+        for (const auto& d : env_defaults()) {
+            if (std::getenv(d.name.c_str()) == nullptr) {
+                ::setenv(d.name.c_str(), d.value.c_str(), 0);
+                we_set_log_level |= d.name == "CCL_LOG_LEVEL";
+            }
+        }
+        QuietStdout quiet(we_set_log_level);
+        ccl::init();
+    });
+}
+
+std::vector<std::pair<std::string, std::string>> effective_environment() {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& d : env_defaults()) {
+        const char* v = std::getenv(d.name.c_str());
+        out.emplace_back(d.name, v ? v : "");
+    }
+    return out;
+}
+
+std::string oneccl_version() {
+    return ccl::get_library_version().full;
+}
+
+std::string oneccl_library_path() {
+    Dl_info info{};
+    if (::dladdr(reinterpret_cast<void*>(&ccl::get_library_version), &info) && info.dli_fname) {
+        char resolved[PATH_MAX];
+        if (::realpath(info.dli_fname, resolved)) return resolved;
+        return info.dli_fname;
+    }
+    return {};
+}
+
+}  // namespace ccl_core
