@@ -1,6 +1,7 @@
 #include <ccl_core/runtime.hpp>
 
 #include "communicator_impl.hpp"
+#include "elementwise.hpp"
 
 #include <numeric>
 
@@ -133,6 +134,14 @@ void check_reduction(const char* op, DType dtype, ReduceOp rop) {
 
 std::size_t total(const std::vector<std::size_t>& v) { return std::accumulate(v.begin(), v.end(), std::size_t{0}); }
 
+// oneCCL's CPU path rejects reduction::avg ("not supported for the scheduler path"): run sum, then divide.
+ccl::reduction engine_op(ReduceOp op) { return detail::to_ccl(op == ReduceOp::avg ? ReduceOp::sum : op); }
+
+std::function<void()> avg_finish(ReduceOp op, void* result, std::size_t count, DType dtype, int size) {
+    if (op != ReduceOp::avg) return {};
+    return [=] { detail::divide_in_place(result, count, dtype, size); };
+}
+
 }  // namespace
 
 // ---- issuing ----------------------------------------------------------------------------------------------
@@ -162,8 +171,8 @@ Request Communicator::allreduce(const void* send, void* recv, std::size_t count,
     check_buffer(name, "recv", recv, count);
     check_reduction(name, dtype, op);
     return issue(impl_, name, all_ranks(size()), [&](ccl::communicator& comm) {
-        return ccl::allreduce(send, recv, count, detail::to_ccl(dtype), detail::to_ccl(op), comm);
-    });
+        return ccl::allreduce(send, recv, count, detail::to_ccl(dtype), engine_op(op), comm);
+    }, avg_finish(op, recv, count, dtype, size()));
 }
 
 Request Communicator::reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root) {
@@ -173,8 +182,8 @@ Request Communicator::reduce(const void* send, void* recv, std::size_t count, DT
     check_buffer(name, "recv", recv, count);
     check_reduction(name, dtype, op);
     return issue(impl_, name, all_ranks(size()), [&](ccl::communicator& comm) {
-        return ccl::reduce(send, recv, count, detail::to_ccl(dtype), detail::to_ccl(op), root, comm);
-    });
+        return ccl::reduce(send, recv, count, detail::to_ccl(dtype), engine_op(op), root, comm);
+    }, rank() == root ? avg_finish(op, recv, count, dtype, size()) : nullptr);
 }
 
 Request Communicator::broadcast(void* buffer, std::size_t count, DType dtype, int root) {
@@ -212,8 +221,8 @@ Request Communicator::reduce_scatter(const void* send, void* recv, std::size_t r
     check_buffer(name, "recv", recv, recv_count);
     check_reduction(name, dtype, op);
     return issue(impl_, name, all_ranks(size()), [&](ccl::communicator& comm) {
-        return ccl::reduce_scatter(send, recv, recv_count, detail::to_ccl(dtype), detail::to_ccl(op), comm);
-    });
+        return ccl::reduce_scatter(send, recv, recv_count, detail::to_ccl(dtype), engine_op(op), comm);
+    }, avg_finish(op, recv, recv_count, dtype, size()));
 }
 
 Request Communicator::alltoall(const void* send, void* recv, std::size_t count, DType dtype) {

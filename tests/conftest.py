@@ -1,0 +1,5 @@
+import os
+import sys
+
+# Rank helpers live beside the tests; spawned ranks import them by the same path.
+sys.path.insert(0, os.path.dirname(__file__))
