@@ -2,13 +2,12 @@
 
 #include "communicator_impl.hpp"
 #include "elementwise.hpp"
+#include "store_kvs.hpp"
 
 #include <numeric>
 
 namespace ccl_core {
 namespace {
-
-constexpr const char* kAddressKey = "ccl_core/kvs_address";
 
 std::string joined_key(int rank) { return "ccl_core/joined/" + std::to_string(rank); }
 
@@ -45,29 +44,8 @@ std::shared_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store,
     const std::string where = "bootstrap of communicator '" + options.name + "' (rank " + std::to_string(rank) +
                               " of " + std::to_string(size) + ")";
 
-    // Rank 0 owns oneCCL's key-value service; everyone else learns its address through our store.
-    if (rank == 0) {
-        impl->kvs = ccl::create_main_kvs();
-        auto address = impl->kvs->get_address();
-        impl->store->set(kAddressKey, Bytes(address.begin(), address.end()));
-    } else {
-        Bytes bytes;
-        try {
-            bytes = impl->store->get(kAddressKey, remaining());
-        } catch (const Timeout&) {
-            throw Timeout(where + ": rank 0 did not publish its address within " +
-                          std::to_string(options.timeout.count()) + " ms; is rank 0 running with the same store?");
-        }
-        ccl::kvs::address_type address{};
-        if (bytes.size() != address.size()) {
-            throw BackendError(where + ": the store holds a malformed oneCCL address (" + std::to_string(bytes.size()) +
-                               " bytes); are two groups sharing one store prefix?");
-        }
-        std::copy(bytes.begin(), bytes.end(), address.begin());
-        impl->kvs = ccl::create_kvs(address);
-    }
-
-    // oneCCL's own rendezvous waits forever for a missing rank, so first make sure that all have arrived.
+    // oneCCL's rendezvous (through our store, see StoreKvs) has no useful timeout of its own: first make
+    // sure that every rank has arrived, so that a missing one is named in a clear error.
     impl->store->set(joined_key(rank), Bytes{1});
     std::vector<int> missing;
     for (int r = 0; r < size; ++r) {
@@ -85,7 +63,8 @@ std::shared_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store,
     }
 
     try {
-        impl->comm.emplace(ccl::create_communicator(size, rank, impl->kvs));
+        impl->kvs = std::make_shared<detail::StoreKvs>(std::make_shared<PrefixStore>("ccl_core/oneccl", impl->store), 0);
+        impl->comm = std::make_unique<ccl::communicator>(ccl::create_communicator(size, rank, impl->kvs));
     } catch (const std::exception& e) {
         throw BackendError(where + ": oneCCL could not create the communicator: " + e.what());
     }

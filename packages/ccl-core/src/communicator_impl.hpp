@@ -18,12 +18,21 @@ public:
     Impl(std::shared_ptr<Store> store, int rank, int size, CommunicatorOptions options)
         : store(std::move(store)), rank(rank), size(size), options(std::move(options)) {}
 
+    // oneCCL's destructors wait for unfinished operations, which never finish once a peer is gone: an
+    // aborted communicator is left to the process's end instead of being destroyed.
+    ~Impl() {
+        if (is_aborted.load()) {
+            (void)comm.release();
+            new std::shared_ptr<ccl::kvs_interface>(std::move(kvs));  // likewise never destroyed
+        }
+    }
+
     std::shared_ptr<Store> store;
     int rank;
     int size;
     CommunicatorOptions options;
-    std::shared_ptr<ccl::kvs> kvs;
-    std::optional<ccl::communicator> comm;
+    std::shared_ptr<ccl::kvs_interface> kvs;
+    std::unique_ptr<ccl::communicator> comm;
     std::mutex issue_mutex;  // oneCCL needs ops issued in one order per communicator
     int subgroups_made = 0;  // same on every rank, since subgroup() is collective
 
@@ -58,6 +67,11 @@ public:
     std::function<void()> finish;  // runs once when the event completes (avg's division, ...)
     std::mutex mutex;
     bool done = false;
+
+    // ccl::event's destructor waits for the operation; after a timeout it would wait forever.
+    ~State() {
+        if (!done) new ccl::event(std::move(event));  // deliberately never destroyed
+    }
 };
 
 }  // namespace ccl_core

@@ -52,13 +52,17 @@ void FileStore::set(const std::string& key, const Bytes& value) {
     }
 }
 
+std::optional<Bytes> FileStore::try_get(const std::string& key) {
+    std::ifstream in(path_of(key), std::ios::binary);
+    if (!in) return std::nullopt;
+    return Bytes(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
 Bytes FileStore::get(const std::string& key, Milliseconds timeout) {
-    const std::string path = path_of(key);
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     auto pause = std::chrono::microseconds(200);
     for (;;) {
-        std::ifstream in(path, std::ios::binary);
-        if (in) return Bytes(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+        if (auto value = try_get(key)) return *value;
         if (std::chrono::steady_clock::now() >= deadline) {
             throw Timeout("FileStore: key '" + key + "' did not appear in '" + directory_ + "' within " +
                           std::to_string(timeout.count()) + " ms");

@@ -246,6 +246,12 @@ void TcpStore::set(const std::string& key, const Bytes& value) {
     client_->call(kSet, key, value, ignored);
 }
 
+std::optional<Bytes> TcpStore::try_get(const std::string& key) {
+    Bytes out;
+    if (!client_->call(kGet, key, {}, out)) return std::nullopt;
+    return out;
+}
+
 Bytes TcpStore::get(const std::string& key, Milliseconds timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     auto pause = std::chrono::microseconds(200);

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,8 @@ public:
     virtual void set(const std::string& key, const Bytes& value) = 0;
     // Waits until `key` exists; throws Timeout after `timeout`.
     virtual Bytes get(const std::string& key, Milliseconds timeout) = 0;
+    // The value if `key` exists now, without waiting. The default asks get() with a zero timeout.
+    virtual std::optional<Bytes> try_get(const std::string& key);
 };
 
 // Puts every key under "<prefix>/" so that several communicators can share one store.
@@ -27,6 +30,7 @@ public:
     PrefixStore(std::string prefix, std::shared_ptr<Store> inner);
     void set(const std::string& key, const Bytes& value) override;
     Bytes get(const std::string& key, Milliseconds timeout) override;
+    std::optional<Bytes> try_get(const std::string& key) override;
 
 private:
     std::string prefix_;
@@ -40,6 +44,7 @@ public:
     explicit FileStore(std::string directory);
     void set(const std::string& key, const Bytes& value) override;
     Bytes get(const std::string& key, Milliseconds timeout) override;
+    std::optional<Bytes> try_get(const std::string& key) override;
     const std::string& directory() const { return directory_; }
 
 private:
@@ -61,6 +66,7 @@ public:
     ~TcpStore() override;
     void set(const std::string& key, const Bytes& value) override;
     Bytes get(const std::string& key, Milliseconds timeout) override;
+    std::optional<Bytes> try_get(const std::string& key) override;
     int port() const;
 
     class Server;

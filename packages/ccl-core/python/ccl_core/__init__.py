@@ -38,7 +38,7 @@ from ._ccl_core import (
     oneccl_library_path,
     oneccl_version,
 )
-from .launch import detect_launch, init_from_env
+from ._bootstrap import detect_launch, init_from_env
 
 
 def get_include() -> str:

@@ -1,0 +1,103 @@
+"""Per-rank bodies of the bad-input and fault tests."""
+import os
+import time
+
+import numpy as np
+
+import ccl_core
+
+
+def expect(errors, exc_type, fragment, fn, *args, **kwargs):
+    """Record a problem unless fn raises exc_type with `fragment` in its message."""
+    try:
+        fn(*args, **kwargs)
+    except exc_type as e:
+        if fragment not in str(e):
+            errors.append(f"{fn.__name__}: message {str(e)!r} lacks {fragment!r}")
+        return
+    except Exception as e:  # wrong type
+        errors.append(f"{fn.__name__}: raised {type(e).__name__}: {e}, expected {exc_type.__name__}")
+        return
+    errors.append(f"{fn.__name__}: no error, expected {exc_type.__name__} ({fragment})")
+
+
+def bad_arguments(comm):
+    """Every rank makes the same mistakes (so each detects them locally), then proves the communicator
+    still works: caller-side errors must not poison it."""
+    E = ccl_core.InvalidArgumentError
+    U = ccl_core.UnsupportedError
+    errs = []
+    x = np.ones(8, np.float32)
+    expect(errs, E, "recv has 7 elements, expected 8", comm.allreduce, x, np.zeros(7, np.float32))
+    expect(errs, E, "send is float32 but recv is float64", comm.allreduce, x, np.zeros(8, np.float64))
+    expect(errs, E, "recv has 8 elements, expected 16", comm.allgather, x, np.zeros(8, np.float32))
+    expect(errs, E, "send has 8 elements, expected 16", comm.reduce_scatter, x, np.zeros(8, np.float32))
+    expect(errs, E, "not a multiple of the group size", comm.alltoall, np.ones(7, np.float32), np.zeros(7, np.float32))
+    expect(errs, E, "recv_counts has 3 entries; expected one per rank (2)", comm.allgatherv, x, np.zeros(24, np.float32), [8, 8, 8])
+    expect(errs, E, "send has 8 elements, expected 5 (sum of send_counts)", comm.alltoallv, x, [2, 3], np.zeros(5, np.float32), [2, 3])
+    expect(errs, E, "root 5 is out of range for a group of 2 rank(s) (0..1)", comm.broadcast, x, root=5)
+    expect(errs, E, "root -1 is out of range", comm.reduce, x, np.zeros(8, np.float32), root=-1)
+    expect(errs, E, "peer 9 is out of range", comm.send, x, 9)
+    expect(errs, E, "is this rank", comm.recv, x, comm.rank)
+    expect(errs, E, "must be C-contiguous", comm.allreduce, np.ones((4, 4), np.float32)[:, 0].copy().reshape(4)[::2])
+    ro = np.ones(4, np.float32)
+    ro.flags.writeable = False
+    expect(errs, E, "must be a writable buffer", comm.allreduce, ro)
+    expect(errs, E, "must support the buffer protocol", comm.allreduce, [1.0, 2.0])
+    expect(errs, E, "unknown reduce op 'xor'", comm.allreduce, x, op="xor")
+    expect(errs, E, "unknown dtype 'complex64'", comm.allreduce, x, dtype="complex64")
+    expect(errs, E, "4-byte elements but dtype bfloat16 has 2", comm.allreduce, x, dtype="bfloat16")
+    expect(errs, U, "avg needs a floating dtype, got int32", comm.allreduce, np.ones(4, np.int32), op="avg")
+    expect(errs, U, "element format '?'", comm.allreduce, np.ones(4, bool))
+    expect(errs, E, "rank 7 is out of range", comm.subgroup, [0, 7])
+    expect(errs, E, "rank 0 is listed twice", comm.subgroup, [0, 0])
+    y = np.full(8, comm.rank + 1.0, np.float32)
+    comm.allreduce(y)
+    if not np.all(y == sum(r + 1 for r in range(comm.size))):
+        errs.append(f"communicator broken after caller errors: {y}")
+    return errs
+
+
+def peer_dies(comm, timeout):
+    """Rank 1 exits abruptly after one collective; rank 0's next collective must time out, the one after
+    must report the aborted communicator. Returns rank 0's (elapsed, first error, second error)."""
+    x = np.ones(1024, np.float32)
+    comm.allreduce(x)
+    if comm.rank == 1:
+        os._exit(0)
+    start = time.monotonic()
+    try:
+        comm.allreduce(x, async_op=True).wait(timeout=timeout)
+        first = "no error"
+    except ccl_core.CclTimeoutError as e:
+        first = str(e)
+    elapsed = time.monotonic() - start
+    try:
+        comm.allreduce(x)
+        second = "no error"
+    except ccl_core.CommunicatorAbortedError as e:
+        second = str(e)
+    return elapsed, first, second, comm.aborted
+
+
+def peer_never_calls(comm, timeout):
+    """Rank 1 stays alive but skips the collective."""
+    if comm.rank == 1:
+        time.sleep(timeout + 1)
+        return None
+    start = time.monotonic()
+    try:
+        comm.broadcast(np.ones(4, np.float32), root=1)
+        return "no error", 0.0
+    except ccl_core.CclTimeoutError as e:
+        return str(e), time.monotonic() - start
+
+
+def lone_rank(rank, _processes, store_dir, timeout, group_size=2):
+    """Bootstrap of a `group_size` group in which only this process starts."""
+    start = time.monotonic()
+    try:
+        ccl_core.Communicator(ccl_core.FileStore(store_dir), rank, group_size, timeout=timeout)
+        return "no error", 0.0
+    except ccl_core.CclTimeoutError as e:
+        return str(e), time.monotonic() - start

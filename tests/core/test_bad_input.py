@@ -1,0 +1,52 @@
+"""Bad input and faults: a clear exception on every rank that can detect it; no hang, no crash."""
+import pytest
+
+import ccl_core
+import error_workers
+from ranks import run_ranks
+
+
+def test_bad_arguments_raise_clear_errors_and_leave_the_communicator_usable():
+    per_rank = run_ranks(error_workers.bad_arguments, 2)
+    problems = [f"rank {r}: {p}" for r, errs in enumerate(per_rank) for p in errs]
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("rank,size,fragment", [
+    (2, 2, "rank 2 is out of range for size 2"),
+    (-1, 2, "rank -1 is out of range"),
+    (0, 0, "size must be >= 1"),
+])
+def test_communicator_rejects_bad_rank_or_size(tmp_path, rank, size, fragment):
+    with pytest.raises(ccl_core.InvalidArgumentError, match=fragment):
+        ccl_core.Communicator(ccl_core.FileStore(str(tmp_path)), rank, size, timeout=5)
+
+
+def test_peer_that_never_joins_times_out_at_bootstrap():
+    # Only rank 0 of a 2-rank group starts: it must give up after the timeout, naming rank 1.
+    message, elapsed = run_ranks(error_workers.lone_rank, 1, 2.0, make_comm=False)[0]
+    assert "rank(s) 1 did not join within 2000 ms" in message
+    assert 1.9 <= elapsed <= 2.2 + 1.0
+
+
+def test_lone_non_zero_rank_times_out_waiting_for_rank_0(tmp_path):
+    start_message, _ = error_workers.lone_rank(1, 1, str(tmp_path), 1.0)
+    assert "rank(s) 0 did not join within 1000 ms" in start_message
+
+
+def test_peer_dying_mid_run_gives_timeout_then_aborted_error():
+    timeout = 3.0
+    results = run_ranks(error_workers.peer_dies, 2, timeout, allow_missing=(1,))
+    elapsed, first, second, aborted = results[0]
+    assert "allreduce on communicator 'default' (rank 0 of 2) did not complete within 3000 ms" in first
+    assert "waiting for ranks 0-1" in first
+    assert timeout <= elapsed <= timeout * 1.1, elapsed
+    assert "was aborted and cannot be used any more" in second
+    assert aborted
+
+
+def test_peer_that_never_calls_the_collective_times_out():
+    results = run_ranks(error_workers.peer_never_calls, 2, 2.0, comm_timeout=2.0)
+    message, elapsed = results[0]
+    assert "broadcast on communicator 'default' (rank 0 of 2) did not complete within 2000 ms" in message
+    assert 2.0 <= elapsed <= 2.2
