@@ -133,7 +133,7 @@ Request issue(const std::shared_ptr<Communicator::Impl>& c, const char* op, std:
     c->throw_if_aborted(op);
     auto state = std::make_shared<Request::State>(c, op, std::move(peers));
     state->finish = std::move(finish);
-    std::lock_guard<std::mutex> lock(c->issue_mutex);
+    std::lock_guard<std::mutex> lock(detail::engine_mutex());
     try {
         state->event = start(*c->comm);
     } catch (const std::exception& e) {

@@ -13,6 +13,16 @@
 
 namespace ccl_core {
 
+namespace detail {
+// Every call into oneCCL's executor (issuing an op, testing an event) holds this lock. Without the worker
+// thread the executor is driven by whichever thread polls; two threads (a caller and a future-completion
+// thread, or two groups driven from two threads) must not drive it at once.
+inline std::mutex& engine_mutex() {
+    static std::mutex m;
+    return m;
+}
+}  // namespace detail
+
 class Communicator::Impl {
 public:
     Impl(std::shared_ptr<Store> store, int rank, int size, CommunicatorOptions options)
@@ -33,7 +43,6 @@ public:
     CommunicatorOptions options;
     std::shared_ptr<ccl::kvs_interface> kvs;
     std::unique_ptr<ccl::communicator> comm;
-    std::mutex issue_mutex;  // oneCCL needs ops issued in one order per communicator
     int subgroups_made = 0;  // same on every rank, since subgroup() is collective
 
     std::atomic<bool> is_aborted{false};

@@ -14,6 +14,7 @@ bool Request::test() {
     s.comm->throw_if_aborted(s.op.c_str());
     bool ready = false;
     try {
+        std::lock_guard<std::mutex> engine(detail::engine_mutex());
         ready = s.event.test();  // also drives progress: oneCCL runs without a worker thread (CCL_WORKER_OFFLOAD=0)
     } catch (const std::exception& e) {
         s.comm->abort(s.op + " failed in oneCCL");

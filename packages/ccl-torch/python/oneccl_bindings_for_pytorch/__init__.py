@@ -1,0 +1,32 @@
+"""The `ccl` backend of torch.distributed for CPU tensors, on oneCCL (a drop-in for Intel's deprecated
+oneccl_bindings_for_pytorch).
+
+    import torch.distributed as dist
+    dist.init_process_group("ccl")           # no import needed: registered when torch is imported
+
+`import oneccl_bindings_for_pytorch` (or `import torch_ccl`) also registers it, as with the original.
+"""
+import os as _os
+
+import torch as _torch
+
+from ._build_info import __version__, built_with_torch
+
+if _torch.__version__.split("+")[0] != built_with_torch.split("+")[0]:
+    raise ImportError(
+        f"oneccl_bindings_for_pytorch {__version__} was built for torch {built_with_torch}, but torch "
+        f"{_torch.__version__} is installed; install the ccl-torch build for torch {_torch.__version__} "
+        f"(or rebuild: pip install --no-build-isolation ccl-torch)")
+
+import ccl_core as _ccl_core  # noqa: E402,F401  (loads oneCCL and libccl_core before our extension)
+
+from . import _C  # noqa: E402
+from ._C import ProcessGroupCCL  # noqa: E402
+from ._registration import register  # noqa: E402
+
+# The package directory: the original exposed it for its env/setvars.sh.
+cwd = _os.path.dirname(_os.path.abspath(__file__))
+
+register()
+
+__all__ = ["ProcessGroupCCL", "__version__", "built_with_torch", "cwd", "register"]

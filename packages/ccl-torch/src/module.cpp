@@ -1,0 +1,26 @@
+// Python binding of the ccl backend. Compiled with the pybind11 that torch bundles, so that c10d::Store,
+// c10d::Backend and intrusive_ptr holders are the very types torch.distributed uses.
+#include "process_group_ccl.hpp"
+
+#include <torch/csrc/utils/pybind.h>
+
+#include <pybind11/chrono.h>
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_C, m) {
+    m.doc() = "The ccl process-group backend (oneCCL through ccl-core) for CPU tensors";
+    py::module_::import("torch.distributed");  // registers c10d's Python types first
+
+    py::class_<ccl_torch::ProcessGroupCCL, c10d::Backend, c10::intrusive_ptr<ccl_torch::ProcessGroupCCL>>(
+        m, "ProcessGroupCCL",
+        "ProcessGroupCCL(store, rank, size, timeout=timedelta(minutes=30)): the ccl backend on its own; "
+        "init_process_group('ccl') creates one per group")
+        .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                         std::chrono::milliseconds timeout) {
+                 return c10::make_intrusive<ccl_torch::ProcessGroupCCL>(store, rank, size, timeout);
+             }),
+             py::arg("store"), py::arg("rank"), py::arg("size"),
+             py::arg("timeout") = std::chrono::milliseconds(30 * 60 * 1000),
+             py::call_guard<py::gil_scoped_release>());
+}

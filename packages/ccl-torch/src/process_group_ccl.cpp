@@ -1,0 +1,493 @@
+#include "process_group_ccl.hpp"
+
+#include "c10d_store.hpp"
+#include "future_completer.hpp"
+#include "torch_errors.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+#include <sstream>
+
+#include <unistd.h>
+
+namespace ccl_torch {
+namespace {
+
+// Set to 0 from a debugger to let a rank started with ONECCL_BINDINGS_FOR_PYTORCH_ENV_WAIT_GDB=1 go on.
+volatile int ccl_torch_wait_for_gdb = 1;
+
+bool env_flag(const char* name) {
+    const char* v = std::getenv(name);
+    return v && *v && std::string(v) != "0";
+}
+
+std::string tensor_list(const std::vector<at::Tensor>& ts) {
+    std::string s;
+    for (const auto& t : ts) s += (s.empty() ? "" : ", ") + describe(t);
+    return s;
+}
+
+const at::Tensor& single(const std::vector<at::Tensor>& ts, const char* op) {
+    TORCH_CHECK_VALUE(ts.size() == 1, op, ": expects exactly one tensor, got ", ts.size());
+    return ts[0];
+}
+
+int64_t sum_of(const std::vector<int64_t>& v) { return std::accumulate(v.begin(), v.end(), int64_t{0}); }
+
+}  // namespace
+
+ProcessGroupCCL::ProcessGroupCCL(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                 std::chrono::milliseconds timeout, const std::string& name)
+    : c10d::Backend(rank, size), timeout_(timeout), completer_(std::make_shared<FutureCompleter>()),
+      verbose_(env_flag("ONECCL_BINDINGS_FOR_PYTORCH_ENV_VERBOSE")) {
+    if (env_flag("ONECCL_BINDINGS_FOR_PYTORCH_ENV_WAIT_GDB")) {
+        std::fprintf(stderr, "[oneccl_bindings_for_pytorch] rank %d waiting for a debugger: gdb -p %d, then "
+                     "'set var ccl_torch_wait_for_gdb = 0' and 'continue'\n", rank, static_cast<int>(::getpid()));
+        while (ccl_torch_wait_for_gdb) ::sleep(1);
+    }
+    TORCH_CHECK_VALUE(timeout.count() > 0, "ProcessGroupCCL: timeout must be positive, got ", timeout.count(), " ms");
+    ccl_core::CommunicatorOptions options;
+    options.timeout = timeout;
+    options.name = name;
+    comm_ = translate_errors([&] {
+        return ccl_core::Communicator::create(std::make_shared<C10dStore>(store), rank, size, options);
+    });
+}
+
+ProcessGroupCCL::~ProcessGroupCCL() = default;
+
+std::chrono::milliseconds ProcessGroupCCL::effective_timeout(std::chrono::milliseconds op_timeout) const {
+    return op_timeout == c10d::kUnsetTimeout || op_timeout.count() <= 0 ? timeout_ : op_timeout;
+}
+
+c10::intrusive_ptr<CCLWork> ProcessGroupCCL::make_work(c10d::OpType type, const char* op,
+                                                       const std::vector<at::Tensor>& inputs,
+                                                       std::vector<at::Tensor> outputs,
+                                                       std::chrono::milliseconds op_timeout) {
+    // Profiler name as in the original bindings: "oneccl_bindings_for_pytorch::allreduce".
+    static thread_local std::string title;
+    title = std::string("oneccl_bindings_for_pytorch::") + op;
+    auto work = c10::make_intrusive<CCLWork>(getRank(), type, title.c_str(), inputs, std::move(outputs),
+                                            effective_timeout(op_timeout), completer_);
+    if (verbose_) {
+        std::ostringstream line;
+        line << "rank " << getRank() << "/" << getSize() << " " << op << " [" << tensor_list(inputs) << "]";
+        std::fprintf(stderr, "[oneccl_bindings_for_pytorch] %s issued\n", line.str().c_str());
+        work->set_verbose(line.str());
+    }
+    if (coalescing_) coalesced_.push_back(work);
+    return work;
+}
+
+// ---- reductions ----------------------------------------------------------------------------------------------
+
+void ProcessGroupCCL::reduce_into(CCLWork& work, const char* op, at::Tensor& tensor, const c10d::ReduceOp& rop,
+                                  int root) {
+    check_cpu_dense(tensor, op, "tensor");
+    Reduction plan = plan_reduction(rop, tensor.scalar_type(), op);
+    if (plan.kind == ReduceKind::bitwise) {
+        // Everyone gathers everyone's tensor, then reduces locally (oneCCL has no bitwise ops).
+        Buffer in = input_buffer(tensor, op);
+        at::Tensor gathered = at::empty({getSize(), tensor.numel()}, tensor.options());
+        work.add(translate_errors([&] { return comm_->allgather(in.data(), gathered.data_ptr(), in.count, in.dtype); }));
+        work.finish_steps().push_back([plan, gathered, tensor, in]() mutable {
+            bitwise_reduce(plan, gathered, tensor);
+        });
+        (void)root;
+        return;
+    }
+    Buffer buf = output_buffer(tensor, op, work.finish_steps());
+    apply_premul(plan, buf.tensor);
+    work.add(translate_errors([&] {
+        return root < 0 ? comm_->allreduce(buf.data(), buf.data(), buf.count, buf.dtype, plan.engine_op)
+                        : comm_->reduce(buf.data(), buf.data(), buf.count, buf.dtype, plan.engine_op, root);
+    }));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allreduce(std::vector<at::Tensor>& tensors,
+                                                          const c10d::AllreduceOptions& opts) {
+    const char* op = "allreduce";
+    TORCH_CHECK_VALUE(!tensors.empty(), op, ": no tensors given");
+    auto work = make_work(c10d::OpType::ALLREDUCE, op, tensors, tensors, opts.timeout);
+    for (auto& t : tensors) reduce_into(*work, op, t, opts.reduceOp, -1);
+    return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                                    const c10d::AllreduceCoalescedOptions& opts) {
+    const char* op = "allreduce_coalesced";
+    TORCH_CHECK_VALUE(!tensors.empty(), op, ": no tensors given");
+    auto work = make_work(c10d::OpType::ALLREDUCE_COALESCED, op, tensors, tensors, opts.timeout);
+    for (auto& t : tensors) reduce_into(*work, op, t, opts.reduceOp, -1);
+    return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::reduce(std::vector<at::Tensor>& tensors,
+                                                       const c10d::ReduceOptions& opts) {
+    const char* op = "reduce";
+    at::Tensor t = single(tensors, op);
+    TORCH_CHECK_VALUE(opts.rootRank >= 0 && opts.rootRank < getSize(), op, ": root ", opts.rootRank,
+                      " is out of range for a group of ", getSize(), " ranks");
+    auto work = make_work(c10d::OpType::REDUCE, op, tensors, tensors, opts.timeout);
+    reduce_into(*work, op, t, opts.reduceOp, static_cast<int>(opts.rootRank));
+    return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::broadcast(std::vector<at::Tensor>& tensors,
+                                                          const c10d::BroadcastOptions& opts) {
+    const char* op = "broadcast";
+    at::Tensor t = single(tensors, op);
+    check_cpu_dense(t, op, "tensor");
+    auto work = make_work(c10d::OpType::BROADCAST, op, tensors, tensors, opts.timeout);
+    Buffer buf = output_buffer(t, op, work->finish_steps());
+    work->add(translate_errors([&] { return comm_->broadcast(buf.data(), buf.count, buf.dtype, static_cast<int>(opts.rootRank)); }));
+    return work;
+}
+
+// ---- gathers ------------------------------------------------------------------------------------------------
+
+void ProcessGroupCCL::allgather_flat(CCLWork& work, const char* op, at::Tensor& output, const at::Tensor& input) {
+    check_cpu_dense(input, op, "input");
+    check_cpu_dense(output, op, "output");
+    check_same_dtype(input, output, op);
+    check_same_numel(output, input.numel() * getSize(), op, "output", "input's numel x group size");
+    Buffer in = input_buffer(input, op);
+    Buffer out = output_buffer(output, op, work.finish_steps());
+    work.add(translate_errors([&] { return comm_->allgather(in.data(), out.data(), in.count, in.dtype); }));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                                const c10d::AllgatherOptions& opts) {
+    const char* op = "allgather_into_tensor";
+    auto work = make_work(c10d::OpType::_ALLGATHER_BASE, op, {input}, {output}, opts.timeout);
+    allgather_flat(*work, op, output, input);
+    return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                                std::vector<at::Tensor>& inputs,
+                                                                                const c10d::AllgatherOptions& opts) {
+    const char* op = "allgather_into_tensor_coalesced";
+    TORCH_CHECK_VALUE(outputs.size() == inputs.size(), op, ": ", outputs.size(), " outputs for ", inputs.size(), " inputs");
+    auto work = make_work(c10d::OpType::COALESCED, op, inputs, outputs, opts.timeout);
+    for (std::size_t i = 0; i < inputs.size(); ++i) allgather_flat(*work, op, outputs[i], inputs[i]);
+    return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                          std::vector<at::Tensor>& inputs,
+                                                          const c10d::AllgatherOptions& opts) {
+    const char* op = "allgather";
+    at::Tensor input = single(inputs, op);
+    TORCH_CHECK_VALUE(outputs.size() == 1, op, ": expects one output list, got ", outputs.size());
+    auto& outs = outputs[0];
+    TORCH_CHECK_VALUE(static_cast<int>(outs.size()) == getSize(), op, ": output list has ", outs.size(),
+                      " tensors, expected one per rank (", getSize(), ")");
+    for (auto& o : outs) {
+        check_cpu_dense(o, op, "output");
+        check_same_dtype(input, o, op);
+        check_same_numel(o, input.numel(), op, "an output tensor", "same as input");
+    }
+    auto work = make_work(c10d::OpType::ALLGATHER, op, inputs, outs, opts.timeout);
+    at::Tensor flat = at::empty({input.numel() * getSize()}, input.options());
+    allgather_flat(*work, op, flat, input);
+    work->finish_steps().push_back([flat, outs, n = input.numel()]() mutable {
+        for (std::size_t r = 0; r < outs.size(); ++r) outs[r].copy_(flat.narrow(0, r * n, n).view(outs[r].sizes()));
+    });
+    return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                                    std::vector<at::Tensor>& inputs,
+                                                                    const c10d::AllgatherOptions& opts) {
+    const char* op = "allgather_coalesced";
+    TORCH_CHECK_VALUE(outputs.size() == static_cast<std::size_t>(getSize()), op, ": expects one output list per rank");
+    // outputs[r][i] receives rank r's inputs[i]: gather each input, then scatter into the lists.
+    std::vector<at::Tensor> flat_outputs;
+    auto work = make_work(c10d::OpType::ALLGATHER_COALESCED, op, inputs, {}, opts.timeout);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+        at::Tensor flat = at::empty({inputs[i].numel() * getSize()}, inputs[i].options());
+        allgather_flat(*work, op, flat, inputs[i]);
+        for (int r = 0; r < getSize(); ++r) {
+            TORCH_CHECK_VALUE(outputs[r].size() == inputs.size(), op, ": output list ", r, " has ", outputs[r].size(),
+                              " tensors, expected ", inputs.size());
+            check_same_numel(outputs[r][i], inputs[i].numel(), op, "an output tensor", "same as its input");
+        }
+        work->finish_steps().push_back([flat, i, n = inputs[i].numel(), outs = outputs]() mutable {
+            for (std::size_t r = 0; r < outs.size(); ++r) outs[r][i].copy_(flat.narrow(0, r * n, n).view(outs[r][i].sizes()));
+        });
+    }
+    return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                       std::vector<at::Tensor>& inputs,
+                                                       const c10d::GatherOptions& opts) {
+    const char* op = "gather";
+    at::Tensor input = single(inputs, op);
+    check_cpu_dense(input, op, "input");
+    const int root = static_cast<int>(opts.rootRank);
+    TORCH_CHECK_VALUE(root >= 0 && root < getSize(), op, ": root ", root, " is out of range for a group of ", getSize(), " ranks");
+    std::vector<at::Tensor> outs;
+    if (getRank() == root) {
+        TORCH_CHECK_VALUE(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(), op,
+                          ": the root needs a list of ", getSize(), " output tensors");
+        outs = outputs[0];
+        for (auto& o : outs) {
+            check_cpu_dense(o, op, "output");
+            check_same_dtype(input, o, op);
+            check_same_numel(o, input.numel(), op, "an output tensor", "same as input");
+        }
+    } else {
+        TORCH_CHECK_VALUE(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()), op,
+                          ": only the root passes output tensors");
+    }
+    auto work = make_work(c10d::OpType::GATHER, op, inputs, outs, opts.timeout);
+    Buffer in = input_buffer(input, op);
+    at::Tensor flat = getRank() == root ? at::empty({input.numel() * getSize()}, input.options()) : at::Tensor();
+    work->add(translate_errors([&] {
+        return comm_->gather(in.data(), flat.defined() ? flat.data_ptr() : nullptr, in.count, in.dtype, root);
+    }));
+    if (flat.defined()) {
+        work->finish_steps().push_back([flat, outs, n = input.numel()]() mutable {
+            for (std::size_t r = 0; r < outs.size(); ++r) outs[r].copy_(flat.narrow(0, r * n, n).view(outs[r].sizes()));
+        });
+    }
+    return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::scatter(std::vector<at::Tensor>& outputs,
+                                                        std::vector<std::vector<at::Tensor>>& inputs,
+                                                        const c10d::ScatterOptions& opts) {
+    const char* op = "scatter";
+    at::Tensor output = single(outputs, op);
+    check_cpu_dense(output, op, "output");
+    const int root = static_cast<int>(opts.rootRank);
+    TORCH_CHECK_VALUE(root >= 0 && root < getSize(), op, ": root ", root, " is out of range for a group of ", getSize(), " ranks");
+    at::Tensor flat;
+    if (getRank() == root) {
+        TORCH_CHECK_VALUE(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(), op,
+                          ": the root needs a list of ", getSize(), " input tensors");
+        for (auto& i : inputs[0]) {
+            check_cpu_dense(i, op, "input");
+            check_same_dtype(i, output, op);
+            check_same_numel(i, output.numel(), op, "an input tensor", "same as output");
+        }
+        std::vector<at::Tensor> flats;
+        for (auto& i : inputs[0]) flats.push_back(i.reshape({-1}));
+        flat = at::cat(flats);
+    } else {
+        TORCH_CHECK_VALUE(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()), op,
+                          ": only the root passes input tensors");
+    }
+    auto work = make_work(c10d::OpType::SCATTER, op, flat.defined() ? std::vector<at::Tensor>{flat} : std::vector<at::Tensor>{},
+                          outputs, opts.timeout);
+    Buffer out = output_buffer(output, op, work->finish_steps());
+    work->add(translate_errors([&] {
+        return comm_->scatter(flat.defined() ? flat.data_ptr() : nullptr, out.data(), out.count, out.dtype, root);
+    }));
+    if (flat.defined()) work->finish_steps().push_back([flat] {});  // keeps the packed input alive until done
+    return work;
+}
+
+// ---- reduce-scatter -----------------------------------------------------------------------------------------
+
+void ProcessGroupCCL::reduce_scatter_flat(CCLWork& work, const char* op, at::Tensor& output, const at::Tensor& input,
+                                          const c10d::ReduceOp& rop) {
+    check_cpu_dense(input, op, "input");
+    check_cpu_dense(output, op, "output");
+    check_same_dtype(input, output, op);
+    check_same_numel(input, output.numel() * getSize(), op, "input", "output's numel x group size");
+    Reduction plan = plan_reduction(rop, input.scalar_type(), op);
+    if (plan.kind == ReduceKind::bitwise) {
+        Buffer in = input_buffer(input, op);
+        at::Tensor gathered = at::empty({getSize(), input.numel()}, input.options());
+        work.add(translate_errors([&] { return comm_->allgather(in.data(), gathered.data_ptr(), in.count, in.dtype); }));
+        const int64_t n = output.numel();
+        work.finish_steps().push_back([plan, gathered, output, in, n, r = getRank()]() mutable {
+            bitwise_reduce(plan, gathered.narrow(1, r * n, n), output);
+        });
+        return;
+    }
+    at::Tensor src = input.contiguous();
+    if (plan.torch_op == c10d::ReduceOp::PREMUL_SUM) {
+        src = src.clone();  // never scale the caller's input
+        apply_premul(plan, src);
+    }
+    Buffer in = input_buffer(src, op);
+    Buffer out = output_buffer(output, op, work.finish_steps());
+    work.add(translate_errors([&] {
+        return comm_->reduce_scatter(in.data(), out.data(), out.count, out.dtype, plan.engine_op);
+    }));
+    work.finish_steps().push_back([src] {});  // keep a staged input alive until the op completed
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                                     const c10d::ReduceScatterOptions& opts) {
+    const char* op = "reduce_scatter_tensor";
+    auto work = make_work(c10d::OpType::_REDUCE_SCATTER_BASE, op, {input}, {output}, opts.timeout);
+    reduce_scatter_flat(*work, op, output, input, opts.reduceOp);
+    return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                                std::vector<at::Tensor>& inputs,
+                                                                                const c10d::ReduceScatterOptions& opts) {
+    const char* op = "reduce_scatter_tensor_coalesced";
+    TORCH_CHECK_VALUE(outputs.size() == inputs.size(), op, ": ", outputs.size(), " outputs for ", inputs.size(), " inputs");
+    auto work = make_work(c10d::OpType::COALESCED, op, inputs, outputs, opts.timeout);
+    for (std::size_t i = 0; i < inputs.size(); ++i) reduce_scatter_flat(*work, op, outputs[i], inputs[i], opts.reduceOp);
+    return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                               std::vector<std::vector<at::Tensor>>& inputs,
+                                                               const c10d::ReduceScatterOptions& opts) {
+    const char* op = "reduce_scatter";
+    at::Tensor output = single(outputs, op);
+    TORCH_CHECK_VALUE(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(), op,
+                      ": expects a list of ", getSize(), " input tensors (one per rank)");
+    for (auto& i : inputs[0]) {
+        check_cpu_dense(i, op, "input");
+        check_same_dtype(i, output, op);
+        check_same_numel(i, output.numel(), op, "an input tensor", "same as output");
+    }
+    std::vector<at::Tensor> flats;
+    for (auto& i : inputs[0]) flats.push_back(i.reshape({-1}));
+    at::Tensor flat = at::cat(flats);
+    auto work = make_work(c10d::OpType::REDUCE_SCATTER, op, inputs[0], outputs, opts.timeout);
+    reduce_scatter_flat(*work, op, output, flat, opts.reduceOp);
+    return work;
+}
+
+// ---- all-to-all ---------------------------------------------------------------------------------------------
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                                              std::vector<int64_t>& output_split_sizes,
+                                                              std::vector<int64_t>& input_split_sizes,
+                                                              const c10d::AllToAllOptions& opts) {
+    const char* op = "alltoall_base";
+    check_cpu_dense(input, op, "input");
+    check_cpu_dense(output, op, "output");
+    check_same_dtype(input, output, op);
+    const int64_t size = getSize();
+    auto counts = [&](const at::Tensor& t, const std::vector<int64_t>& splits, const char* which) {
+        const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+        const int64_t row = rows == 0 ? 0 : t.numel() / rows;
+        const int64_t scale = t.is_complex() ? 2 : 1;
+        std::vector<std::size_t> c(static_cast<std::size_t>(size));
+        if (splits.empty()) {
+            TORCH_CHECK_VALUE(rows % size == 0, op, ": ", which, "'s first dimension (", rows,
+                              ") is not divisible by the group size ", size, "; pass split sizes");
+            std::fill(c.begin(), c.end(), static_cast<std::size_t>(rows / size * row * scale));
+        } else {
+            TORCH_CHECK_VALUE(static_cast<int64_t>(splits.size()) == size, op, ": ", which, " split sizes have ",
+                              splits.size(), " entries, expected one per rank (", size, ")");
+            for (auto s : splits) TORCH_CHECK_VALUE(s >= 0, op, ": negative ", which, " split size ", s);
+            TORCH_CHECK_VALUE(sum_of(splits) == rows, op, ": ", which, " split sizes add up to ", sum_of(splits),
+                              ", but its first dimension is ", rows);
+            for (int64_t r = 0; r < size; ++r) c[r] = static_cast<std::size_t>(splits[r] * row * scale);
+        }
+        return c;
+    };
+    auto send_counts = counts(input, input_split_sizes, "input");
+    auto recv_counts = counts(output, output_split_sizes, "output");
+    auto work = make_work(c10d::OpType::ALLTOALL_BASE, op, {input}, {output}, opts.timeout);
+    Buffer in = input_buffer(input, op);
+    Buffer out = output_buffer(output, op, work->finish_steps());
+    work->add(translate_errors([&] { return comm_->alltoallv(in.data(), send_counts, out.data(), recv_counts, in.dtype); }));
+    work->finish_steps().push_back([t = in.tensor] {});
+    return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                                         const c10d::AllToAllOptions& opts) {
+    const char* op = "alltoall";
+    TORCH_CHECK_VALUE(static_cast<int>(inputs.size()) == getSize() && static_cast<int>(outputs.size()) == getSize(), op,
+                      ": expects one input and one output tensor per rank (", getSize(), "), got ", inputs.size(), " and ",
+                      outputs.size());
+    std::vector<std::size_t> send_counts, recv_counts;
+    std::vector<at::Tensor> flats;
+    for (int r = 0; r < getSize(); ++r) {
+        check_cpu_dense(inputs[r], op, "input");
+        check_cpu_dense(outputs[r], op, "output");
+        check_same_dtype(inputs[0], inputs[r], op);
+        check_same_dtype(inputs[0], outputs[r], op);
+        const std::size_t scale = inputs[r].is_complex() ? 2 : 1;
+        send_counts.push_back(static_cast<std::size_t>(inputs[r].numel()) * scale);
+        recv_counts.push_back(static_cast<std::size_t>(outputs[r].numel()) * scale);
+        flats.push_back(inputs[r].reshape({-1}));
+    }
+    at::Tensor in_flat = at::cat(flats);
+    int64_t total_out = 0;
+    for (auto& o : outputs) total_out += o.numel();
+    at::Tensor out_flat = at::empty({total_out}, outputs[0].options());
+    auto work = make_work(c10d::OpType::ALLTOALL, op, inputs, outputs, opts.timeout);
+    const auto dtype = core_dtype(in_flat.scalar_type(), op);
+    work->add(translate_errors([&] {
+        return comm_->alltoallv(in_flat.data_ptr(), send_counts, out_flat.data_ptr(), recv_counts, dtype);
+    }));
+    work->finish_steps().push_back([in_flat, out_flat, outs = outputs]() mutable {
+        int64_t offset = 0;
+        for (auto& o : outs) {
+            o.copy_(out_flat.narrow(0, offset, o.numel()).view(o.sizes()));
+            offset += o.numel();
+        }
+    });
+    return work;
+}
+
+// ---- point to point -----------------------------------------------------------------------------------------
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::send(std::vector<at::Tensor>& tensors, int dst_rank, int /*tag*/) {
+    const char* op = "send";
+    at::Tensor t = single(tensors, op);
+    check_cpu_dense(t, op, "tensor");
+    auto work = make_work(c10d::OpType::SEND, op, tensors, {}, c10d::kUnsetTimeout);
+    Buffer buf = input_buffer(t, op);
+    work->add(translate_errors([&] { return comm_->send(buf.data(), buf.count, buf.dtype, dst_rank); }));
+    work->finish_steps().push_back([k = buf.tensor] {});
+    return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::recv(std::vector<at::Tensor>& tensors, int src_rank, int /*tag*/) {
+    const char* op = "recv";
+    at::Tensor t = single(tensors, op);
+    check_cpu_dense(t, op, "tensor");
+    auto work = make_work(c10d::OpType::RECV, op, tensors, tensors, c10d::kUnsetTimeout);
+    Buffer buf = output_buffer(t, op, work->finish_steps());
+    work->add(translate_errors([&] { return comm_->recv(buf.data(), buf.count, buf.dtype, src_rank); }));
+    return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::recvAnysource(std::vector<at::Tensor>& /*tensors*/, int /*tag*/) {
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "recv: receiving from any source is not supported by the ccl backend; name src");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::barrier(const c10d::BarrierOptions& opts) {
+    auto work = make_work(c10d::OpType::BARRIER, "barrier", {}, {}, opts.timeout);
+    work->add(translate_errors([&] { return comm_->barrier(); }));
+    return work;
+}
+
+// ---- coalescing ---------------------------------------------------------------------------------------------
+
+void ProcessGroupCCL::startCoalescing() {
+    TORCH_CHECK_VALUE(!coalescing_, "startCoalescing: already coalescing");
+    coalescing_ = true;
+    coalesced_.clear();
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::endCoalescing() {
+    TORCH_CHECK_VALUE(coalescing_, "endCoalescing: startCoalescing was not called");
+    coalescing_ = false;
+    std::vector<at::Tensor> outputs;
+    for (auto& w : coalesced_) for (auto& t : w->result()) outputs.push_back(t);
+    auto work = make_work(c10d::OpType::COALESCED, "coalesced", {}, outputs, c10d::kUnsetTimeout);
+    for (auto& part : coalesced_) work->absorb(*part);  // one Work over every part's requests and finish steps
+    coalesced_.clear();
+    return work;
+}
+
+}  // namespace ccl_torch

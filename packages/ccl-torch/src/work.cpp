@@ -1,0 +1,128 @@
+#include "work.hpp"
+
+#include "future_completer.hpp"
+#include "torch_errors.hpp"
+
+#include <ATen/core/jit_type.h>
+
+#include <cstdio>
+#include <sched.h>
+
+namespace ccl_torch {
+
+CCLWork::CCLWork(int rank, c10d::OpType type, const char* profiling_title, const std::vector<at::Tensor>& inputs,
+                 std::vector<at::Tensor> outputs, std::chrono::milliseconds timeout,
+                 std::shared_ptr<FutureCompleter> completer)
+    : c10d::Work(rank, type, profiling_title, std::optional<std::vector<at::Tensor>>(inputs)),
+      outputs_(std::move(outputs)),
+      timeout_(timeout),
+      deadline_(std::chrono::steady_clock::now() + timeout),
+      completer_(std::move(completer)),
+      started_(std::chrono::steady_clock::now()) {}
+
+void CCLWork::set_verbose(std::string description) { verbose_ = std::move(description); }
+
+bool CCLWork::poll() {
+    std::lock_guard<std::mutex> lock(poll_mutex_);
+    {
+        std::lock_guard<std::mutex> state(mutex_);
+        if (completed_) return true;
+    }
+    std::exception_ptr error;
+    try {
+        for (auto& r : requests_) {
+            if (!translate_errors([&] { return r.test(); })) return false;
+        }
+        for (auto& step : finish_) step();
+    } catch (...) {
+        error = std::current_exception();
+    }
+    complete(error);
+    return true;
+}
+
+void CCLWork::complete(std::exception_ptr error) {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (completed_) return;
+        completed_ = true;
+        exception_ = error;
+    }
+    if (recordFunctionEndCallback_) {
+        recordFunctionEndCallback_();
+        recordFunctionEndCallback_ = nullptr;
+    }
+    if (!verbose_.empty()) {
+        const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started_).count();
+        std::fprintf(stderr, "[oneccl_bindings_for_pytorch] %s %s in %.1f us\n", verbose_.c_str(),
+                     error ? "failed" : "done", us);
+    }
+    if (future_) {
+        if (error) future_->setError(error);
+        else future_->markCompleted(c10::IValue(outputs_));
+    }
+    cv_.notify_all();
+}
+
+bool CCLWork::isCompleted() { return poll(); }
+
+bool CCLWork::isSuccess() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return completed_ && !exception_;
+}
+
+std::exception_ptr CCLWork::exception() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return exception_;
+}
+
+bool CCLWork::wait(std::chrono::milliseconds timeout) {
+    const auto limit = timeout == ::kNoTimeout ? timeout_ : timeout;
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    // Each request waits with the time left; a request's own timeout error (naming op and ranks) wins.
+    for (auto& r : requests_) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        try {
+            translate_errors([&] { r.wait(std::max(left, std::chrono::milliseconds(0))); });
+        } catch (...) {
+            complete(std::current_exception());
+            break;
+        }
+    }
+    poll();
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (exception_) std::rethrow_exception(exception_);
+    return true;
+}
+
+bool CCLWork::poll_for_completer() {
+    if (poll()) return true;
+    if (std::chrono::steady_clock::now() < deadline_) return false;
+    // Let the first request raise its timeout (it aborts the communicator and names the op and ranks).
+    try {
+        wait(std::chrono::milliseconds(1));
+    } catch (...) {
+    }
+    return true;
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> CCLWork::getFuture() {
+    bool register_with_completer = false;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!future_) {
+            future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+            if (completed_) {
+                if (exception_) future_->setError(exception_);
+                else future_->markCompleted(c10::IValue(outputs_));
+            } else {
+                register_with_completer = true;
+            }
+        }
+    }
+    // Nothing else drives oneCCL while the caller waits on the future: the completer thread does.
+    if (register_with_completer) completer_->add(c10::intrusive_ptr<CCLWork>::reclaim_copy(this));
+    return future_;
+}
+
+}  // namespace ccl_torch

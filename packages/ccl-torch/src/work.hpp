@@ -1,0 +1,64 @@
+// The c10d::Work of every ccl operation: one or more ccl-core requests, the steps that finish the result
+// (copy back staged outputs, local reductions), a Future for DDP-style hooks, and the profiler range.
+#pragma once
+
+#include "tensors.hpp"
+
+#include <ccl_core/request.hpp>
+
+#include <ATen/core/ivalue.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace ccl_torch {
+
+class FutureCompleter;
+
+class CCLWork : public c10d::Work {
+public:
+    CCLWork(int rank, c10d::OpType type, const char* profiling_title, const std::vector<at::Tensor>& inputs,
+            std::vector<at::Tensor> outputs, std::chrono::milliseconds timeout,
+            std::shared_ptr<FutureCompleter> completer);
+
+    // Adds a request this work waits for (issued in order; all complete before the finish steps run).
+    void add(ccl_core::Request request) { requests_.push_back(std::move(request)); }
+    FinishSteps& finish_steps() { return finish_; }
+    // Takes over another work's requests and finish steps (coalescing: one Work for many ops).
+    void absorb(const CCLWork& part) {
+        requests_.insert(requests_.end(), part.requests_.begin(), part.requests_.end());
+        finish_.insert(finish_.end(), part.finish_.begin(), part.finish_.end());
+    }
+    // Log completion with this description (ONECCL_BINDINGS_FOR_PYTORCH_ENV_VERBOSE).
+    void set_verbose(std::string description);
+
+    bool isCompleted() override;  // never blocks; drives progress
+    bool isSuccess() const override;
+    std::exception_ptr exception() const override;
+    bool wait(std::chrono::milliseconds timeout = ::kNoTimeout) override;
+    std::vector<at::Tensor> result() override { return outputs_; }
+    c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+
+    // For the completer: progress once, failing the work when its deadline passed. True when done.
+    bool poll_for_completer();
+
+private:
+    bool poll();                          // test every request; run finish steps when all are done
+    void complete(std::exception_ptr error);
+
+    std::vector<ccl_core::Request> requests_;
+    FinishSteps finish_;
+    std::vector<at::Tensor> outputs_;
+    std::chrono::milliseconds timeout_;
+    std::chrono::steady_clock::time_point deadline_;
+    std::shared_ptr<FutureCompleter> completer_;
+    c10::intrusive_ptr<c10::ivalue::Future> future_;
+    std::string verbose_;  // non-empty when ONECCL_BINDINGS_FOR_PYTORCH_ENV_VERBOSE is set
+    std::chrono::steady_clock::time_point started_;
+    mutable std::mutex poll_mutex_;
+};
+
+}  // namespace ccl_torch
