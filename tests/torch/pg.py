@@ -1,0 +1,22 @@
+"""Run a function on N real ranks inside an initialised torch process group (file:// rendezvous)."""
+import datetime
+import os
+
+from ranks import run_ranks
+
+
+def _in_group(rank, size, store_dir, fn, backend, timeout, args):
+    os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = os.environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD", "1")
+    import torch.distributed as dist
+
+    dist.init_process_group(backend, init_method=f"file://{store_dir}/rendezvous", rank=rank, world_size=size,
+                            timeout=datetime.timedelta(seconds=timeout))
+    try:
+        return fn(rank, size, *args)
+    finally:
+        dist.destroy_process_group()
+
+
+def run_in_group(fn, size=2, *args, backend="ccl", timeout=60.0, test_timeout=180.0):
+    """fn(rank, size, *args) on every rank of an initialised group; returns per-rank results."""
+    return run_ranks(_in_group, size, fn, backend, timeout, args, make_comm=False, timeout=test_timeout)
