@@ -80,10 +80,12 @@ bool CCLWork::wait(std::chrono::milliseconds timeout) {
     const auto limit = timeout == ::kNoTimeout ? timeout_ : timeout;
     const auto deadline = std::chrono::steady_clock::now() + limit;
     // Each request waits with the time left; a request's own timeout error (naming op and ranks) wins.
-    for (auto& r : requests_) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    for (std::size_t i = 0; i < requests_.size(); ++i) {
+        // the first request gets the whole limit, so that its timeout message states the user's value
+        const auto left = i == 0 ? limit
+                                 : std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
         try {
-            translate_errors([&] { r.wait(std::max(left, std::chrono::milliseconds(0))); });
+            translate_errors([&] { requests_[i].wait(std::max(left, std::chrono::milliseconds(0))); });
         } catch (...) {
             complete(std::current_exception());
             break;

@@ -1,0 +1,62 @@
+"""Async semantics, timeouts, sub-groups and bad input on the ccl backend."""
+import behaviour_workers as w
+from pg import run_in_group
+
+
+def test_is_completed_never_blocks_and_wait_completes():
+    slowest, polls, early = run_in_group(w.is_completed_never_blocks, 2)[0]
+    assert early > 10, "is_completed() should have returned False while rank 1 was late"
+    assert slowest < 0.05, f"one is_completed() call took {slowest * 1000:.1f} ms"
+
+
+def test_wait_with_timeout_raises_within_the_timeout():
+    message, elapsed = run_in_group(w.wait_timeout_raises, 2, timeout=30)[0]
+    assert message.startswith("DistBackendError") and "allreduce" in message and "within 1000 ms" in message, message
+    assert 1.0 <= elapsed <= 1.5, elapsed
+
+
+def test_group_timeout_is_honoured_by_blocking_collectives():
+    message, elapsed = run_in_group(w.group_timeout_honoured, 2, timeout=2)[0]
+    assert "DistBackendError" in message and "broadcast" in message and "within 2000 ms" in message, message
+    assert 2.0 <= elapsed <= 2.2, elapsed
+
+
+def test_futures_complete_without_waiting_on_the_work():
+    assert run_in_group(w.futures, 2) == [[], []]
+
+
+def test_sub_groups_with_non_members_used_in_turn():
+    assert run_in_group(w.sub_groups, 3) == [[], [], []]
+
+
+def test_groups_created_and_destroyed_in_a_loop():
+    assert run_in_group(w.groups_in_a_loop, 2) == [[], []]
+
+
+def test_cpu_device_mesh_on_ccl():
+    assert run_in_group(w.device_mesh, 2) == [(3.0, "ccl"), (3.0, "ccl")]
+
+
+def test_split_group_reports_torchs_cpu_limitation():
+    # torch 2.13's split_group needs an accelerator (or torchcomms) before it asks any backend, gloo included.
+    for message in run_in_group(w.split_group_on_cpu, 2):
+        assert message.startswith("RuntimeError") and "split" in message, message
+
+
+def test_bad_input_raises_clear_errors_on_every_rank():
+    for results in run_in_group(w.bad_input, 2):
+        assert results["meta"].startswith("ValueError") and "is on meta" in results["meta"], results["meta"]
+        assert results["all_gather list"].startswith("ValueError") and "expected one per rank (2)" in results["all_gather list"]
+        assert results["all_gather numel"].startswith("ValueError") and "has 3 elements, expected 2" in results["all_gather numel"]
+        assert results["splits sum"].startswith("ValueError") and "input split sizes add up to 6, but its first dimension is 4" in results["splits sum"]
+        assert results["splits length"].startswith("ValueError") and "3 entries, expected one per rank (2)" in results["splits length"]
+        assert results["indivisible"].startswith("ValueError") and "not divisible by the group size 2" in results["indivisible"]
+        assert "no error" not in results["peer"] and "5" in results["peer"], results["peer"]
+        assert results["float8"].startswith("TypeError") and "Float8_e4m3fn" in results["float8"]
+        assert results["max complex"].startswith("NotImplementedError") and "MAX is not defined for complex" in results["max complex"]
+        assert results["avg int"].startswith("NotImplementedError") and "AVG needs a floating" in results["avg int"]
+        assert results["band float"].startswith("NotImplementedError") and "bitwise" in results["band float"]
+        assert results["reduce_scatter_tensor numel"].startswith("ValueError")
+        assert results["dtype mix"].startswith("TypeError") and "one dtype" in results["dtype mix"]
+        assert "no error" not in results["sparse"]
+        assert results["still works"] == [2.0, 2.0]
