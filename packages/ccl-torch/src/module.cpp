@@ -1,5 +1,6 @@
 // Python binding of the ccl backend. Compiled with the pybind11 that torch bundles, so that c10d::Store,
 // c10d::Backend and intrusive_ptr holders are the very types torch.distributed uses.
+#include "future_completer.hpp"
 #include "process_group_ccl.hpp"
 
 #include <torch/csrc/utils/pybind.h>
@@ -23,4 +24,7 @@ PYBIND11_MODULE(_C, m) {
              py::arg("store"), py::arg("rank"), py::arg("size"),
              py::arg("timeout") = std::chrono::milliseconds(30 * 60 * 1000),
              py::call_guard<py::gil_scoped_release>());
+
+    m.def("_shutdown_completers", &ccl_torch::FutureCompleter::shutdown_all,
+          "Stop the threads that complete futures (registered with atexit: they must stop while Python lives)");
 }

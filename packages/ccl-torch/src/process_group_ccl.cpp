@@ -55,7 +55,7 @@ ProcessGroupCCL::ProcessGroupCCL(const c10::intrusive_ptr<c10d::Store>& store, i
     });
 }
 
-ProcessGroupCCL::~ProcessGroupCCL() = default;
+ProcessGroupCCL::~ProcessGroupCCL() { completer_->shutdown(); }
 
 std::chrono::milliseconds ProcessGroupCCL::effective_timeout(std::chrono::milliseconds op_timeout) const {
     return op_timeout == c10d::kUnsetTimeout || op_timeout.count() <= 0 ? timeout_ : op_timeout;

@@ -36,7 +36,12 @@ def register():
 
     from ._C import ProcessGroupCCL
 
+    import atexit
+
+    from ._C import _shutdown_completers
+
     dist.Backend.register_backend("ccl", _create_backend, devices=["cpu"])
+    atexit.register(_shutdown_completers)
     dist.ProcessGroupCCL = ProcessGroupCCL
     export_launcher_rank()
     _registered = True
