@@ -225,6 +225,22 @@ def shapes_and_layouts(rank, size):
     dist.all_reduce(s)
     if s.item() != want or s.dim() != 0:
         bad.append("scalar all_reduce")
+    # a temporary input, freed (and its memory reused) while the op is in flight
+    flat = torch.zeros(N * size)
+    work = dist.all_gather_into_tensor(flat, torch.full((N,), float(rank)) + 0, async_op=True)
+    junk = [torch.full((N,), -1.0) for _ in range(64)]  # noqa: F841
+    work.wait()
+    if not torch.equal(flat, torch.cat([torch.full((N,), float(r)) for r in range(size)])):
+        bad.append("all_gather_into_tensor from a temporary input")
+    # an isend whose work and tensor are dropped at once
+    if rank == 0:
+        dist.isend(torch.full((N,), 7.0) + 0, 1)
+        junk = [torch.full((N,), -1.0) for _ in range(64)]  # noqa: F841
+    elif rank == 1:
+        got = torch.zeros(N)
+        dist.recv(got, 0)
+        if not torch.all(got == 7.0):
+            bad.append(f"dropped isend delivered {got[:3].tolist()}")
     # non-contiguous outputs of gathers and all_to_all
     out = torch.zeros(3, size).t()
     dist.all_gather_into_tensor(out, torch.full((3,), float(rank)))

@@ -91,9 +91,8 @@ void ProcessGroupCCL::reduce_into(CCLWork& work, const char* op, at::Tensor& ten
         Buffer in = input_buffer(tensor, op);
         at::Tensor gathered = at::empty({getSize(), tensor.numel()}, tensor.options());
         work.add(translate_errors([&] { return comm_->allgather(in.data(), gathered.data_ptr(), in.count, in.dtype); }));
-        work.finish_steps().push_back([plan, gathered, tensor, in]() mutable {
-            bitwise_reduce(plan, gathered, tensor);
-        });
+        work.keep_alive(in.tensor);
+        work.finish_steps().push_back([plan, gathered, tensor]() mutable { bitwise_reduce(plan, gathered, tensor); });
         (void)root;
         return;
     }
@@ -154,6 +153,7 @@ void ProcessGroupCCL::allgather_flat(CCLWork& work, const char* op, at::Tensor& 
     check_same_numel(output, input.numel() * getSize(), op, "output", "input's numel x group size");
     Buffer in = input_buffer(input, op);
     Buffer out = output_buffer(output, op, work.finish_steps());
+    work.keep_alive(in.tensor);
     work.add(translate_errors([&] { return comm_->allgather(in.data(), out.data(), in.count, in.dtype); }));
 }
 
@@ -245,6 +245,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::gather(std::vector<std::vector<a
     }
     auto work = make_work(c10d::OpType::GATHER, op, inputs, outs, opts.timeout);
     Buffer in = input_buffer(input, op);
+    work->keep_alive(in.tensor);
     at::Tensor flat = getRank() == root ? at::empty({input.numel() * getSize()}, input.options()) : at::Tensor();
     work->add(translate_errors([&] {
         return comm_->gather(in.data(), flat.defined() ? flat.data_ptr() : nullptr, in.count, in.dtype, root);
@@ -287,7 +288,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::scatter(std::vector<at::Tensor>&
     work->add(translate_errors([&] {
         return comm_->scatter(flat.defined() ? flat.data_ptr() : nullptr, out.data(), out.count, out.dtype, root);
     }));
-    if (flat.defined()) work->finish_steps().push_back([flat] {});  // keeps the packed input alive until done
+    if (flat.defined()) work->keep_alive(flat);
     return work;
 }
 
@@ -305,7 +306,8 @@ void ProcessGroupCCL::reduce_scatter_flat(CCLWork& work, const char* op, at::Ten
         at::Tensor gathered = at::empty({getSize(), input.numel()}, input.options());
         work.add(translate_errors([&] { return comm_->allgather(in.data(), gathered.data_ptr(), in.count, in.dtype); }));
         const int64_t n = output.numel();
-        work.finish_steps().push_back([plan, gathered, output, in, n, r = getRank()]() mutable {
+        work.keep_alive(in.tensor);
+        work.finish_steps().push_back([plan, gathered, output, n, r = getRank()]() mutable {
             bitwise_reduce(plan, gathered.narrow(1, r * n, n), output);
         });
         return;
@@ -320,7 +322,7 @@ void ProcessGroupCCL::reduce_scatter_flat(CCLWork& work, const char* op, at::Ten
     work.add(translate_errors([&] {
         return comm_->reduce_scatter(in.data(), out.data(), out.count, out.dtype, plan.engine_op);
     }));
-    work.finish_steps().push_back([src] {});  // keep a staged input alive until the op completed
+    work.keep_alive(src);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
@@ -397,7 +399,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::alltoall_base(at::Tensor& output
     Buffer in = input_buffer(input, op);
     Buffer out = output_buffer(output, op, work->finish_steps());
     work->add(translate_errors([&] { return comm_->alltoallv(in.data(), send_counts, out.data(), recv_counts, in.dtype); }));
-    work->finish_steps().push_back([t = in.tensor] {});
+    work->keep_alive(in.tensor);
     return work;
 }
 
@@ -428,7 +430,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::alltoall(std::vector<at::Tensor>
     work->add(translate_errors([&] {
         return comm_->alltoallv(in_flat.data_ptr(), send_counts, out_flat.data_ptr(), recv_counts, dtype);
     }));
-    work->finish_steps().push_back([in_flat, out_flat, outs = outputs]() mutable {
+    work->keep_alive(in_flat);
+    work->finish_steps().push_back([out_flat, outs = outputs]() mutable {
         int64_t offset = 0;
         for (auto& o : outs) {
             o.copy_(out_flat.narrow(0, offset, o.numel()).view(o.sizes()));
@@ -447,7 +450,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::send(std::vector<at::Tensor>& te
     auto work = make_work(c10d::OpType::SEND, op, tensors, {}, c10d::kUnsetTimeout);
     Buffer buf = input_buffer(t, op);
     work->add(translate_errors([&] { return comm_->send(buf.data(), buf.count, buf.dtype, dst_rank); }));
-    work->finish_steps().push_back([k = buf.tensor] {});
+    work->keep_alive(buf.tensor);
     return work;
 }
 

@@ -22,6 +22,26 @@ CCLWork::CCLWork(int rank, c10d::OpType type, const char* profiling_title, const
 
 void CCLWork::set_verbose(std::string description) { verbose_ = std::move(description); }
 
+void CCLWork::absorb(const CCLWork& part) {
+    requests_.insert(requests_.end(), part.requests_.begin(), part.requests_.end());
+    finish_.insert(finish_.end(), part.finish_.begin(), part.finish_.end());
+    keep_.insert(keep_.end(), part.keep_.begin(), part.keep_.end());
+    keep_.insert(keep_.end(), part.outputs_.begin(), part.outputs_.end());
+}
+
+CCLWork::~CCLWork() {
+    bool done;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        done = completed_;
+    }
+    if (done || !completer_ || requests_.empty()) return;
+    auto heir = c10::make_intrusive<CCLWork>(rank_, opType_, nullptr, std::vector<at::Tensor>{}, std::vector<at::Tensor>{},
+                                            timeout_, completer_);
+    heir->absorb(*this);
+    completer_->add(heir);
+}
+
 bool CCLWork::poll() {
     std::lock_guard<std::mutex> lock(poll_mutex_);
     {

@@ -27,11 +27,13 @@ public:
     // Adds a request this work waits for (issued in order; all complete before the finish steps run).
     void add(ccl_core::Request request) { requests_.push_back(std::move(request)); }
     FinishSteps& finish_steps() { return finish_; }
-    // Takes over another work's requests and finish steps (coalescing: one Work for many ops).
-    void absorb(const CCLWork& part) {
-        requests_.insert(requests_.end(), part.requests_.begin(), part.requests_.end());
-        finish_.insert(finish_.end(), part.finish_.begin(), part.finish_.end());
-    }
+    // Tensors oneCCL reads or writes that the caller may drop before the op completes (temporaries).
+    void keep_alive(const at::Tensor& t) { keep_.push_back(t); }
+    // Takes over another work's requests, finish steps and tensors (coalescing: one Work for many ops).
+    void absorb(const CCLWork& part);
+    // A work dropped before completion hands everything to an heir that the completer finishes,
+    // so that oneCCL never writes into freed tensors.
+    ~CCLWork() override;
     // Log completion with this description (ONECCL_BINDINGS_FOR_PYTORCH_ENV_VERBOSE).
     void set_verbose(std::string description);
 
@@ -52,6 +54,7 @@ private:
     std::vector<ccl_core::Request> requests_;
     FinishSteps finish_;
     std::vector<at::Tensor> outputs_;
+    std::vector<at::Tensor> keep_;
     std::chrono::milliseconds timeout_;
     std::chrono::steady_clock::time_point deadline_;
     std::shared_ptr<FutureCompleter> completer_;
