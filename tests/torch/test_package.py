@@ -1,0 +1,114 @@
+"""How the package behaves on import and launch: autoload, version guard, aliases, env scripts, switches."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+from ccl_core._bootstrap import free_port
+from ranks import clean_env
+
+
+def py(code, env=None, timeout=120):
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env or clean_env(), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_import_torch_registers_ccl_without_importing_us():
+    out = py("""
+        import sys, torch, torch.distributed as dist
+        print("ccl" in dist.Backend.backend_list, hasattr(dist, "ProcessGroupCCL"))
+    """)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "True"]
+
+
+def test_autoload_can_be_turned_off():
+    out = py("""
+        import torch, torch.distributed as dist
+        print("ccl" in dist.Backend.backend_list)
+    """, env={**clean_env(), "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+    assert out.stdout.split() == ["False"], out.stderr
+
+
+def test_registration_is_idempotent_and_aliases_agree():
+    out = py("""
+        import torch, torch.distributed as dist
+        import oneccl_bindings_for_pytorch as a, torch_ccl as b
+        a.register(); a.register()
+        print(dist.Backend.backend_list.count("ccl"), a.__version__ == b.__version__, a.cwd == b.cwd,
+              b.ProcessGroupCCL is dist.ProcessGroupCCL)
+    """)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "True", "True", "True"]
+
+
+def test_torch_version_mismatch_names_both_versions():
+    out = py("""
+        import torch
+        torch.__version__ = "2.99.0"
+        import oneccl_bindings_for_pytorch
+    """, env={**clean_env(), "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+    assert out.returncode != 0
+    assert "built for torch 2.13.0" in out.stderr and "torch 2.99.0 is installed" in out.stderr, out.stderr
+
+
+def test_a_broken_install_never_breaks_import_torch(tmp_path):
+    # Shadow ccl_core with a module that fails: `import torch` must still work and only warn.
+    (tmp_path / "ccl_core").mkdir()
+    (tmp_path / "ccl_core" / "__init__.py").write_text("raise ImportError('simulated broken ccl_core')\n")
+    env = {**clean_env(), "PYTHONPATH": str(tmp_path)}
+    out = py("import torch; print(torch.ones(1).item())", env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "1.0"
+    assert "'ccl' backend could not be registered" in out.stderr and "simulated broken ccl_core" in out.stderr
+
+
+def test_env_scripts_are_harmless_to_source():
+    out = py("import oneccl_bindings_for_pytorch as m; print(m.cwd)")
+    cwd = out.stdout.strip()
+    for script in ("setvars.sh", "vars.sh"):
+        res = subprocess.run(["bash", "-c", f"set -eu; source {cwd}/env/{script}; echo sourced; command -v mpiexec"],
+                             env=clean_env(), capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stderr
+        assert res.stdout.startswith("sourced") and "mpiexec" in res.stdout
+
+
+VERBOSE_SCRIPT = """
+import os, datetime, torch, torch.distributed as dist
+dist.init_process_group("ccl", timeout=datetime.timedelta(seconds=60))
+dist.all_reduce(torch.ones(2, 3))
+dist.destroy_process_group()
+"""
+
+
+def test_verbose_switch_logs_each_op(tmp_path):
+    script = tmp_path / "v.py"
+    script.write_text(VERBOSE_SCRIPT)
+    port = str(free_port())
+    procs = [subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**clean_env(), "RANK": str(r), "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+                                   "MASTER_PORT": port, "ONECCL_BINDINGS_FOR_PYTORCH_ENV_VERBOSE": "1"})
+             for r in range(2)]
+    errs = [p.communicate(timeout=120)[1] for p in procs]
+    assert all(p.returncode == 0 for p in procs), errs
+    assert "rank 0/2 allreduce [Float[2, 3]] issued" in errs[0]
+    assert "rank 1/2 allreduce [Float[2, 3]] done in" in errs[1]
+
+
+def test_wait_gdb_switch_waits_for_a_debugger(tmp_path):
+    script = tmp_path / "g.py"
+    script.write_text(VERBOSE_SCRIPT)
+    env = {**clean_env(), "RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
+           "ONECCL_BINDINGS_FOR_PYTORCH_ENV_WAIT_GDB": "1"}
+    p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    line = ""
+    deadline = time.monotonic() + 60
+    while "waiting for a debugger" not in line and time.monotonic() < deadline:
+        line = p.stderr.readline()
+    time.sleep(1.5)
+    still_waiting = p.poll() is None
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    assert f"gdb -p {p.pid}" in line and still_waiting
