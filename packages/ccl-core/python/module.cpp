@@ -221,7 +221,8 @@ PYBIND11_MODULE(_ccl_core, m) {
 
     py::class_<Store, PyStore, std::shared_ptr<Store>>(m, "Store",
         "Key-value store for bootstrap. Subclass it in Python with set(key, value: bytes) and "
-        "get(key, timeout_seconds) -> bytes (blocking until the key exists).")
+        "get(key, timeout_seconds) -> bytes, which waits until the key exists and raises on timeout; "
+        "with timeout 0 it must answer at once (oneCCL polls keys that may not exist yet).")
         .def(py::init<>())
         .def("set", &store_set, py::arg("key"), py::arg("value"))
         .def("get", &store_get, py::arg("key"), py::arg("timeout") = 300.0);
@@ -246,7 +247,8 @@ PYBIND11_MODULE(_ccl_core, m) {
         .def_property_readonly("port", &TcpStore::port);
 
     py::class_<PrefixStore, Store, std::shared_ptr<PrefixStore>>(m, "PrefixStore", "Puts every key under prefix/")
-        .def(py::init<std::string, std::shared_ptr<Store>>(), py::arg("prefix"), py::arg("store"));
+        // keep_alive: a store written in Python must outlive every C++ holder, or its overrides vanish
+        .def(py::init<std::string, std::shared_ptr<Store>>(), py::arg("prefix"), py::arg("store"), py::keep_alive<1, 3>());
 
     py::class_<PyRequest, std::shared_ptr<PyRequest>>(m, "Request", "An operation in flight (async_op=True)")
         .def("test", &PyRequest::test, "True when done; never blocks; raises the operation's error")
@@ -265,7 +267,7 @@ PYBIND11_MODULE(_ccl_core, m) {
                  return Communicator::create(std::move(store), rank, size, o);
              }),
              py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout") = 1800.0,
-             py::arg("name") = "default",
+             py::arg("name") = "default", py::keep_alive<1, 2>(),
              "Meet the other ranks through `store` and create the oneCCL communicator (all ranks call this)")
         .def_property_readonly("rank", &Communicator::rank)
         .def_property_readonly("size", &Communicator::size)

@@ -1,0 +1,1 @@
+"""ccl-bench: collective timings of the ccl backend, gloo and raw ccl-core side by side (see cli.py)."""

@@ -1,0 +1,250 @@
+"""ccl-bench: time collectives on the ccl backend, gloo and raw ccl-core in one run, check every result.
+
+    ccl-bench -n 2                                   # starts 2 local ranks itself
+    torchrun --nproc-per-node 2 -m ccl_bench ...     # or under torchrun / mpiexec
+    ccl-bench -n 2 --ops all_reduce -b 1K -e 64M --floor --csv r.csv --json r.json --plot r.png
+
+Each iteration is timed on every rank; a row reports the median / p10 / p90 over iterations of the slowest
+rank's time. --floor adds this machine's memory-bound floor (every rank adding two local buffers of the same
+size) and each row's ratio to it. A wrong result makes the run exit with status 1.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import subprocess
+import sys
+import time
+
+OPS_HELP = "all_reduce, all_gather, reduce_scatter, all_to_all, broadcast"
+
+
+def parse_size(text: str) -> int:
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
+    return int(float(t[:-1] if t[-1:] in "KMG" else t) * mult)
+
+
+def sizes(lo: int, hi: int) -> list[int]:
+    out, s = [], lo
+    while s <= hi:
+        out.append(s)
+        s *= 2
+    return out
+
+
+def default_iters(nbytes: int) -> int:
+    if nbytes <= 64 << 10:
+        return 200
+    if nbytes <= 1 << 20:
+        return 100
+    if nbytes <= 16 << 20:
+        return 20
+    return 10
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ccl-bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-n", "--nproc", type=int, default=2, help="ranks to start when not under a launcher (default 2)")
+    p.add_argument("--ops", default="all_reduce,all_gather,reduce_scatter,all_to_all,broadcast", help=OPS_HELP)
+    p.add_argument("--backends", default="ccl,gloo,raw", help="any of ccl, gloo, raw (ccl-core without torch)")
+    # not --min/--max: torchrun would take --max for an abbreviation of its --max-restarts
+    p.add_argument("-b", "--min-bytes", dest="min_size", default="1K", help="smallest message (default 1K)")
+    p.add_argument("-e", "--max-bytes", dest="max_size", default="64M", help="largest message (default 64M)")
+    p.add_argument("--dtype", default="float32", help="float32 (default), float64, float16, bfloat16, int32")
+    p.add_argument("--iters", type=int, default=0, help="timed iterations per case (default: by size)")
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--floor", action="store_true", help="also measure the memory-bound floor and show ratios")
+    p.add_argument("--ddp", action="store_true", help="also time a DDP training step of a small MLP per backend")
+    p.add_argument("--csv")
+    p.add_argument("--json")
+    p.add_argument("--plot", help="PNG file: time and bus bandwidth vs size (needs matplotlib)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    from ccl_core import detect_launch
+
+    if detect_launch() is None:
+        return spawn(args, sys.argv[1:] if argv is None else argv)
+    return worker(args)
+
+
+def spawn(args, argv) -> int:
+    from ccl_core._bootstrap import free_port
+
+    port = str(free_port())
+    procs = []
+    for rank in range(args.nproc):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(args.nproc), LOCAL_RANK=str(rank),
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+        procs.append(subprocess.Popen([sys.executable, "-m", "ccl_bench", *argv], env=env))
+    codes = [p.wait() for p in procs]
+    return next((c for c in codes if c != 0), 0)
+
+
+def worker(args) -> int:
+    import torch
+    import torch.distributed as dist
+
+    from . import report, runners, stats
+    from .floor import floor_us
+
+    ops = [o.strip() for o in args.ops.split(",") if o.strip()]
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    for o in ops:
+        if o not in runners.OPS:
+            raise SystemExit(f"ccl-bench: unknown op {o!r}; choose from {OPS_HELP}")
+    for b in backends:
+        if b not in ("ccl", "gloo", "raw"):
+            raise SystemExit(f"ccl-bench: unknown backend {b!r}; choose from ccl, gloo, raw")
+    if args.dtype not in runners.DTYPES:
+        raise SystemExit(f"ccl-bench: unknown dtype {args.dtype!r}; choose from {', '.join(runners.DTYPES)}")
+    dtype = runners.DTYPES[args.dtype]
+
+    # gloo always: it carries the bench's own barriers and result gathering, never timed
+    dist.init_process_group("ccl" if "ccl" in backends else "gloo", timeout=datetime.timedelta(minutes=10))
+    rank, size = dist.get_rank(), dist.get_world_size()
+    control = dist.new_group(backend="gloo")
+    groups = {"ccl": dist.group.WORLD, "gloo": dist.new_group(backend="gloo") if "gloo" in backends else None}
+    comm = _raw_communicator(rank, size) if "raw" in backends else None
+    fault = os.environ.get("CCL_BENCH_FAULT", "") == str(rank)
+
+    def barrier():
+        dist.barrier(group=control)
+
+    def slowest(samples: list[float]) -> list[float]:
+        t = torch.tensor(samples, dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=control)
+        return t.tolist()
+
+    def progress(text: str) -> None:
+        if rank == 0 and not args.quiet:
+            print(f"[ccl-bench] {text}", file=sys.stderr, flush=True)
+
+    sweep = sizes(parse_size(args.min_size), parse_size(args.max_size))
+    total = len(ops) * len(sweep) * len(backends)
+    rows, failures, done = [], 0, 0
+    floors: dict[int, float] = {}
+    if args.floor:
+        for nbytes in sweep:
+            floors[nbytes] = stats.summarize(slowest(floor_us(nbytes, args.iters or default_iters(nbytes), barrier)))["median_us"]
+    for op in ops:
+        for nbytes in sweep:
+            for backend in backends:
+                done += 1
+                progress(f"[{done}/{total}] {op} {report.human(nbytes)} {backend}")
+                case = runners.make_case(op, backend, nbytes, dtype, rank, size, group=groups.get(backend), comm=comm,
+                                         fault=fault)
+                for _ in range(max(1, args.warmup)):
+                    case.run()
+                samples = []
+                barrier()
+                for _ in range(args.iters or default_iters(nbytes)):
+                    start = time.perf_counter()
+                    case.run()
+                    samples.append((time.perf_counter() - start) * 1e6)
+                summary = stats.summarize(slowest(samples))
+                problem = case.check()
+                bad = torch.tensor([1 if problem else 0])
+                dist.all_reduce(bad, group=control)
+                failures += int(bad.item() > 0)
+                alg, bus = stats.bandwidths(op, nbytes, size, summary["median_us"])
+                rows.append({"op": op, "bytes": nbytes, "backend": backend, "ranks": size, **summary,
+                             "algbw_GBps": alg, "busbw_GBps": bus,
+                             "check": "ok" if not bad.item() else f"FAIL on {int(bad.item())} rank(s)" + (f": {problem}" if problem else "")})
+    if args.ddp:
+        rows += _ddp_rows(backends, groups, barrier, slowest, size)
+    comm = None
+    _add_ratios(rows, floors)
+    if rank == 0:
+        title = f"{size} ranks, {args.dtype}, torch {torch.__version__}"
+        print(f"ccl-bench: {title}")
+        print(report.table(rows))
+        if failures:
+            print(f"ccl-bench: {failures} case(s) FAILED their correctness check", file=sys.stderr)
+        meta = {"ranks": size, "dtype": args.dtype, "torch": torch.__version__, "argv": sys.argv[1:]}
+        if args.csv:
+            report.write_csv(rows, args.csv)
+        if args.json:
+            report.write_json(rows, meta, args.json)
+        if args.plot:
+            report.plot(rows, args.plot, f"ccl-bench: {title}")
+    barrier()
+    time.sleep(0.2)  # let gloo's threads release their last work while Python is alive (torch gloo race)
+    dist.destroy_process_group()
+    return 1 if failures else 0
+
+
+def _raw_communicator(rank: int, size: int):
+    """ccl-core communicator over the same rendezvous store torch uses (keys under a prefix of their own)."""
+    import ccl_core
+    import torch.distributed as dist
+
+    store = dist.distributed_c10d._get_default_store()
+
+    class TorchStore(ccl_core.Store):
+        def set(self, key, value):
+            store.set(key, value)
+
+        def get(self, key, timeout):
+            if timeout <= 0:  # ccl_core's "answer now" read; torch's wait() cannot express it
+                if not store.check([key]):
+                    raise ccl_core.CclTimeoutError(key)
+                return store.get(key)
+            store.wait([key], datetime.timedelta(seconds=timeout))
+            return store.get(key)
+
+    return ccl_core.Communicator(ccl_core.PrefixStore("ccl-bench-raw", TorchStore()), rank, size, timeout=600,
+                                 name="ccl-bench raw")
+
+
+def _ddp_rows(backends, groups, barrier, slowest, size) -> list[dict]:
+    import torch
+    import torch.nn as nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from . import stats
+
+    rows = []
+    for backend in [b for b in backends if b in ("ccl", "gloo")]:
+        torch.manual_seed(0)
+        model = DDP(nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10)),
+                    process_group=groups[backend])
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        x, y = torch.randn(64, 256), torch.randn(64, 10)
+
+        def step():
+            opt.zero_grad()
+            nn.functional.mse_loss(model(x), y).backward()
+            opt.step()
+
+        for _ in range(5):
+            step()
+        samples = []
+        barrier()
+        for _ in range(30):
+            start = time.perf_counter()
+            step()
+            samples.append((time.perf_counter() - start) * 1e6)
+        summary = stats.summarize(slowest(samples))
+        nbytes = sum(p.numel() * p.element_size() for p in model.parameters())
+        rows.append({"op": "ddp_step", "bytes": nbytes, "backend": backend, "ranks": size, **summary,
+                     "algbw_GBps": 0.0, "busbw_GBps": 0.0, "check": "ok"})
+    return rows
+
+
+def _add_ratios(rows: list[dict], floors: dict[int, float]) -> None:
+    gloo = {(r["op"], r["bytes"]): r["median_us"] for r in rows if r["backend"] == "gloo"}
+    for r in rows:
+        if r["backend"] != "gloo" and (r["op"], r["bytes"]) in gloo:
+            r["x_gloo"] = gloo[(r["op"], r["bytes"])] / r["median_us"]
+        if r["op"] != "ddp_step" and r["bytes"] in floors:
+            r["x_floor"] = r["median_us"] / floors[r["bytes"]]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""One collective on one backend: buffers, a call to time, and a check of its result.
+
+Backends: "ccl" and "gloo" through torch.distributed, "raw" through ccl_core on the same memory (NumPy views)
+to show what the torch layer costs. Sizes follow nccl-tests: all_gather's size is its output, reduce_scatter's
+its input, all_to_all's each buffer; counts are rounded to a multiple of the group size."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+OPS = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"]
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
+          "bfloat16": torch.bfloat16, "int32": torch.int32}
+
+
+@dataclass
+class Case:
+    run: Callable[[], None]      # one timed call, complete on return
+    check: Callable[[], str]     # "" when the result is right, else what is wrong
+
+
+def _numpy(t: torch.Tensor):
+    """A NumPy view of t's memory, and the dtype name ccl_core needs for it."""
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(np.uint16), "bfloat16"
+    return t.numpy(), None
+
+
+def _values(rank: int, n: int, dtype) -> torch.Tensor:
+    return ((torch.arange(n) % 7) + rank + 1).to(dtype)  # small integers: exact in every dtype
+
+
+def make_case(op: str, backend: str, nbytes: int, dtype, rank: int, size: int, group=None, comm=None,
+              fault: bool = False) -> Case:
+    elem = torch.tensor([], dtype=dtype).element_size()
+    count = max(size, (nbytes // elem) // size * size)
+    chunk = count // size
+
+    if op == "all_reduce":
+        buf = torch.zeros(count, dtype=dtype)
+        if backend == "raw":
+            arr, dt = _numpy(buf)
+            run = lambda: comm.allreduce(arr, dtype=dt)  # noqa: E731
+        else:
+            run = lambda: dist.all_reduce(buf, group=group)  # noqa: E731
+
+        def check():
+            buf.copy_(_values(rank, count, dtype))
+            run()
+            want = sum(_values(r, count, torch.float64) for r in range(size))
+            return _compare(buf, want, fault)
+    elif op == "broadcast":
+        buf = torch.zeros(count, dtype=dtype)
+        if backend == "raw":
+            arr, dt = _numpy(buf)
+            run = lambda: comm.broadcast(arr, root=0, dtype=dt)  # noqa: E731
+        else:
+            run = lambda: dist.broadcast(buf, src=0, group=group)  # noqa: E731
+
+        def check():
+            buf.copy_(_values(rank, count, dtype))
+            run()
+            return _compare(buf, _values(0, count, torch.float64), fault)
+    elif op == "all_gather":
+        inp, out = torch.zeros(chunk, dtype=dtype), torch.zeros(count, dtype=dtype)
+        if backend == "raw":
+            (a, dt), (b, _) = _numpy(inp), _numpy(out)
+            run = lambda: comm.allgather(a, b, dtype=dt)  # noqa: E731
+        else:
+            run = lambda: dist.all_gather_into_tensor(out, inp, group=group)  # noqa: E731
+
+        def check():
+            inp.copy_(_values(rank, chunk, dtype))
+            run()
+            return _compare(out, torch.cat([_values(r, chunk, torch.float64) for r in range(size)]), fault)
+    elif op == "reduce_scatter":
+        inp, out = torch.zeros(count, dtype=dtype), torch.zeros(chunk, dtype=dtype)
+        if backend == "raw":
+            (a, dt), (b, _) = _numpy(inp), _numpy(out)
+            run = lambda: comm.reduce_scatter(a, b, dtype=dt)  # noqa: E731
+        else:
+            run = lambda: dist.reduce_scatter_tensor(out, inp, group=group)  # noqa: E731
+
+        def check():
+            inp.copy_(_values(rank, count, dtype))
+            run()
+            total = sum(_values(r, count, torch.float64) for r in range(size))
+            return _compare(out, total[rank * chunk:(rank + 1) * chunk], fault)
+    elif op == "all_to_all":
+        inp, out = torch.zeros(count, dtype=dtype), torch.zeros(count, dtype=dtype)
+        if backend == "raw":
+            (a, dt), (b, _) = _numpy(inp), _numpy(out)
+            run = lambda: comm.alltoall(a, b, dtype=dt)  # noqa: E731
+        else:
+            run = lambda: dist.all_to_all_single(out, inp, group=group)  # noqa: E731
+
+        def check():
+            inp.copy_(torch.cat([torch.full((chunk,), 10 * rank + j, dtype=torch.float64) for j in range(size)]).to(dtype))
+            run()
+            want = torch.cat([torch.full((chunk,), 10 * r + rank, dtype=torch.float64) for r in range(size)])
+            return _compare(out, want, fault)
+    else:
+        raise ValueError(f"unknown op {op!r}; choose from {', '.join(OPS)}")
+    return Case(run, check)
+
+
+def _compare(got: torch.Tensor, want: torch.Tensor, fault: bool) -> str:
+    got = got.to(torch.float64)
+    if fault:  # CCL_BENCH_FAULT: prove that a wrong result fails the run
+        got = got.clone()
+        got[0] += 1
+    bad = (got - want).abs() > 1e-2 * want.abs().clamp(min=1)
+    if bad.any():
+        i = int(bad.nonzero()[0])
+        return f"element {i}: got {got[i].item():g}, expected {want[i].item():g}"
+    return ""

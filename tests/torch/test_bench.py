@@ -1,0 +1,64 @@
+"""ccl-bench: a full small sweep with every output, its correctness check failing a run, and torchrun."""
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from ccl_bench import stats
+from ccl_bench.cli import parse_size, sizes
+from ccl_core._bootstrap import free_port
+from ranks import clean_env
+
+BIN = Path(sys.executable).parent
+OPS = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"]
+
+
+def bench(*args, env=None, timeout=300):
+    return subprocess.run([str(BIN / "ccl-bench"), *args], env=env or clean_env(), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_sweep_writes_table_csv_json_and_plot(tmp_path):
+    out = bench("-n", "2", "--min-bytes", "1K", "--max-bytes", "4K", "--iters", "5", "--floor", "--ddp",
+                "--csv", str(tmp_path / "r.csv"), "--json", str(tmp_path / "r.json"), "--plot", str(tmp_path / "r.png"))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "[ccl-bench] [45/45] broadcast 4 KiB raw" in out.stderr  # progress
+    rows = list(csv.DictReader(open(tmp_path / "r.csv")))
+    assert len(rows) == len(OPS) * 3 * 3 + 2  # ops x sizes x backends, plus a DDP step per torch backend
+    assert {r["check"] for r in rows} == {"ok"}
+    assert {(r["op"], r["backend"]) for r in rows} >= {(op, b) for op in OPS for b in ("ccl", "gloo", "raw")}
+    for r in rows:
+        assert float(r["p10_us"]) <= float(r["median_us"]) <= float(r["p90_us"])
+        if r["backend"] in ("ccl", "raw") and r["op"] != "ddp_step":
+            assert float(r["x_gloo"]) > 0 and float(r["x_floor"]) > 0
+    data = json.load(open(tmp_path / "r.json"))
+    assert data["meta"]["ranks"] == 2 and len(data["results"]) == len(rows)
+    assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
+    assert "all_reduce" in out.stdout and "x gloo" in out.stdout
+
+
+def test_a_wrong_result_fails_the_run():
+    env = dict(clean_env(), CCL_BENCH_FAULT="1")  # rank 1 corrupts what it checks
+    out = bench("-n", "2", "--ops", "all_reduce", "--backends", "ccl", "--min-bytes", "1K", "--max-bytes", "1K", "--iters", "3",
+                env=env)
+    assert out.returncode == 1
+    assert "FAIL on 1 rank(s)" in out.stdout and "FAILED their correctness check" in out.stderr
+
+
+def test_runs_under_torchrun():
+    out = subprocess.run([str(BIN / "torchrun"), "--nproc-per-node", "2", "--master-port", str(free_port()), "-m",
+                          "ccl_bench", "--ops", "all_reduce", "--backends", "ccl,raw", "--min-bytes", "1K", "--max-bytes", "2K",
+                          "--iters", "3", "--quiet"], env=clean_env(), capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.count(" ok") == 4
+
+
+def test_sizes_stats_and_bus_factors():
+    assert parse_size("1K") == 1024 and parse_size("64MiB") == 64 << 20 and parse_size("512") == 512
+    assert sizes(1024, 8192) == [1024, 2048, 4096, 8192]
+    s = stats.summarize([5.0, 1.0, 3.0, 2.0, 4.0])
+    assert (s["median_us"], s["p10_us"], s["p90_us"]) == (3.0, 1.4, 4.6)
+    assert stats.bandwidths("all_reduce", 10**9, 2, 1e6) == (1.0, 1.0)
+    assert stats.bandwidths("all_gather", 10**9, 4, 1e6)[1] == 0.75
