@@ -274,6 +274,10 @@ PYBIND11_MODULE(_ccl_core, m) {
         .def_property_readonly("name", [](const Communicator& c) { return c.options().name; })
         .def_property_readonly("timeout", [](const Communicator& c) { return c.options().timeout.count() / 1000.0; })
         .def_property_readonly("aborted", &Communicator::aborted)
+        .def_property_readonly("local_ranks", &Communicator::local_ranks,
+                               "ranks of this communicator on this host (by hostname and boot id)")
+        .def_property_readonly("oversubscribed", &Communicator::oversubscribed,
+                               "True when this host's ranks outnumber the cores this process may use")
         .def("abort", &Communicator::abort, py::arg("reason") = "aborted by the user")
 
         .def("allreduce", [](const CommPtr& c, py::object send, py::object recv, const std::string& op, bool async_op, OptStr dtype) {

@@ -4,12 +4,33 @@
 #include "elementwise.hpp"
 #include "store_kvs.hpp"
 
+#include <algorithm>
+#include <fstream>
 #include <numeric>
+
+#include <sched.h>
+#include <unistd.h>
 
 namespace ccl_core {
 namespace {
 
 std::string joined_key(int rank) { return "ccl_core/joined/" + std::to_string(rank); }
+
+// Who shares a host: the hostname plus the kernel's boot id (containers may share a hostname), never
+// launcher variables such as LOCAL_WORLD_SIZE, which are wrong for sub-groups.
+std::string host_identity() {
+    char name[256] = {};
+    ::gethostname(name, sizeof name - 1);
+    std::string boot;
+    std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+    return std::string(name) + "/" + boot;
+}
+
+int usable_cores() {
+    cpu_set_t set;
+    if (::sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+    return std::max(1, static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
+}
 
 std::string all_ranks(int size) {
     return size == 1 ? "rank 0" : "ranks 0-" + std::to_string(size - 1);
@@ -46,15 +67,21 @@ std::shared_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store,
 
     // oneCCL's rendezvous (through our store, see StoreKvs) has no useful timeout of its own: first make
     // sure that every rank has arrived, so that a missing one is named in a clear error.
-    impl->store->set(joined_key(rank), Bytes{1});
+    // Each rank announces itself with its host identity, which also tells how many ranks share a host.
+    const std::string me = host_identity();
+    impl->store->set(joined_key(rank), Bytes(me.begin(), me.end()));
     std::vector<int> missing;
+    int same_host = 0;
     for (int r = 0; r < size; ++r) {
         try {
-            impl->store->get(joined_key(r), missing.empty() ? remaining() : Milliseconds(0));
+            Bytes id = impl->store->get(joined_key(r), missing.empty() ? remaining() : Milliseconds(0));
+            same_host += std::string(id.begin(), id.end()) == me;
         } catch (const Timeout&) {
             missing.push_back(r);
         }
     }
+    impl->local_ranks = same_host;
+    impl->oversubscribed = same_host > usable_cores();
     if (!missing.empty()) {
         std::string list;
         for (int r : missing) list += (list.empty() ? "" : ", ") + std::to_string(r);
@@ -78,6 +105,8 @@ int Communicator::rank() const { return impl_->rank; }
 int Communicator::size() const { return impl_->size; }
 const CommunicatorOptions& Communicator::options() const { return impl_->options; }
 bool Communicator::aborted() const { return impl_->is_aborted.load(); }
+int Communicator::local_ranks() const { return impl_->local_ranks; }
+bool Communicator::oversubscribed() const { return impl_->oversubscribed; }
 void Communicator::abort(const std::string& reason) { impl_->abort(reason); }
 
 // ---- argument checks (each names the operation and the bad value) -------------------------------------------

@@ -44,6 +44,8 @@ public:
     std::shared_ptr<ccl::kvs_interface> kvs;
     std::unique_ptr<ccl::communicator> comm;
     int subgroups_made = 0;  // same on every rank, since subgroup() is collective
+    int local_ranks = 1;     // ranks of this communicator on this host (by host identity, see bootstrap)
+    bool oversubscribed = false;  // more ranks on this host than cores we may run on: waiting must sleep
 
     std::atomic<bool> is_aborted{false};
     std::mutex abort_mutex;

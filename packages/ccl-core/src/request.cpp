@@ -2,6 +2,8 @@
 
 #include <sched.h>
 
+#include <thread>
+
 namespace ccl_core {
 
 Request::Request(std::shared_ptr<State> state) : state_(std::move(state)) {}
@@ -32,13 +34,19 @@ void Request::wait(std::optional<std::chrono::milliseconds> timeout, const std::
     const auto start = std::chrono::steady_clock::now();
     const auto deadline = start + limit;
     auto next_callback = start + std::chrono::milliseconds(50);
-    // Spin first (small messages complete in microseconds), then yield the core: when ranks outnumber
-    // cores the peer we wait for needs it.
-    constexpr unsigned kSpins = 2000;
+    // Spin first (small messages complete in microseconds). Then give the core away: yield when every rank
+    // has a core of its own, sleep briefly when ranks outnumber cores (a yield rarely lets a peer on another
+    // run queue in, and without oneCCL's worker thread a peer progresses only while it runs).
+    const bool oversubscribed = state_->comm->oversubscribed;
+    const unsigned spins = oversubscribed ? 16 : 2000;
+    constexpr auto kNap = std::chrono::microseconds(20);
     for (unsigned i = 0;; ++i) {
         if (test()) return;
-        if (i >= kSpins) ::sched_yield();
-        if ((i & 63) != 0) continue;
+        if (i >= spins) {
+            if (oversubscribed) std::this_thread::sleep_for(kNap);
+            else ::sched_yield();
+        }
+        if (!oversubscribed && (i & 63) != 0) continue;
         const auto now = std::chrono::steady_clock::now();
         if (now >= deadline) break;
         if (every_50ms && now >= next_callback) {

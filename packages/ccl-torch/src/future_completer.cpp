@@ -5,6 +5,7 @@
 #include <Python.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 #include <vector>
@@ -76,28 +77,51 @@ void FutureCompleter::add(c10::intrusive_ptr<CCLWork> work) {
 void FutureCompleter::run() {
     std::vector<c10::intrusive_ptr<CCLWork>> pending;
     std::chrono::steady_clock::time_point give_up{};
+    // After a burst of fruitless polls, nap with growing pauses: this thread must not take the cores the
+    // ranks compute on (DDP overlaps its buckets with backward). New work ends a nap at once.
+    constexpr int kSpinPolls = 64;
+    constexpr auto kMinNap = std::chrono::microseconds(10);
+    constexpr auto kMaxNap = std::chrono::microseconds(500);
+    int idle_polls = 0;
+    auto nap = kMinNap;
     for (;;) {
         {
             std::unique_lock<std::mutex> lock(mutex_);
-            cv_.wait(lock, [&] { return stop_ || !incoming_.empty() || !pending.empty(); });
+            if (pending.empty() || idle_polls >= kSpinPolls) {
+                auto ready = [&] { return stop_ || !incoming_.empty(); };
+                if (pending.empty()) {
+                    cv_.wait(lock, ready);
+                } else if (!cv_.wait_for(lock, nap, ready)) {
+                    nap = std::min(nap * 2, std::chrono::duration_cast<std::chrono::microseconds>(kMaxNap));
+                }
+            }
             while (!incoming_.empty()) {
                 pending.push_back(std::move(incoming_.front()));
                 incoming_.pop_front();
+                idle_polls = 0;
+                nap = kMinNap;
             }
             if (stop_) {
                 if (give_up == std::chrono::steady_clock::time_point{}) give_up = std::chrono::steady_clock::now() + kShutdownGrace;
                 if (pending.empty() || std::chrono::steady_clock::now() >= give_up) break;
             }
         }
+        bool progressed = false;
         for (std::size_t i = 0; i < pending.size();) {
             if (pending[i]->poll_for_completer()) {
                 pending[i] = std::move(pending.back());
                 pending.pop_back();
+                progressed = true;
             } else {
                 ++i;
             }
         }
-        if (!pending.empty()) ::sched_yield();
+        if (progressed) {
+            idle_polls = 0;
+            nap = kMinNap;
+        } else if (++idle_polls < kSpinPolls) {
+            ::sched_yield();
+        }
     }
     pending.clear();  // unfinished works are dropped: their oneCCL events are kept alive by ccl-core
 }

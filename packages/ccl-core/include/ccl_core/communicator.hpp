@@ -34,6 +34,10 @@ public:
     int rank() const;
     int size() const;
     const CommunicatorOptions& options() const;
+    // Ranks of this communicator on this host (by hostname and boot id) and whether they outnumber the
+    // cores this process may use; waiting then sleeps between polls instead of spinning.
+    int local_ranks() const;
+    bool oversubscribed() const;
     // Set after a timeout or error: every later call throws CommunicatorAborted.
     bool aborted() const;
     void abort(const std::string& reason);

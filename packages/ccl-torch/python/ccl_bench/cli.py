@@ -77,10 +77,13 @@ def spawn(args, argv) -> int:
     from ccl_core._bootstrap import free_port
 
     port = str(free_port())
+    # as torchrun does: share the cores among the ranks instead of oversubscribing them with intra-op threads
+    threads = str(max(1, (os.cpu_count() or 1) // args.nproc))
     procs = []
     for rank in range(args.nproc):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(args.nproc), LOCAL_RANK=str(rank),
                    MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+        env.setdefault("OMP_NUM_THREADS", threads)
         procs.append(subprocess.Popen([sys.executable, "-m", "ccl_bench", *argv], env=env))
     codes = [p.wait() for p in procs]
     return next((c for c in codes if c != 0), 0)
