@@ -59,3 +59,9 @@ def two_groups_on_one_store(rank, size, store_dir):
     a = ccl_core.Communicator(ccl_core.PrefixStore("a", base), rank, size, timeout=30, name="a")
     b = ccl_core.Communicator(ccl_core.PrefixStore("b", base), rank, size, timeout=30, name="b")
     return [allreduce_sum(a), allreduce_sum(b), allreduce_sum(a)]
+
+
+def host_census(comm):
+    """What the bootstrap learnt about co-located ranks, for the group and for a one-rank sub-group."""
+    sub = comm.subgroup([0])
+    return comm.local_ranks, comm.oversubscribed, None if sub is None else (sub.local_ranks, sub.oversubscribed)

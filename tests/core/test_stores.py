@@ -55,3 +55,15 @@ def test_file_store_get_times_out(tmp_path):
     assert store.get("a/b", 1.0) == b"\x00x"
     with pytest.raises(ccl_core.CclTimeoutError, match="key 'nope' did not appear"):
         store.get("nope", 0.2)
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_bootstrap_counts_co_located_ranks_by_host_identity(size):
+    import os
+
+    cores = len(os.sched_getaffinity(0))
+    results = run_ranks(store_workers.host_census, size)
+    for rank, (local, oversubscribed, sub) in enumerate(results):
+        assert local == size  # all ranks of these tests share this host
+        assert oversubscribed == (size > cores)
+        assert sub == ((1, False) if rank == 0 else None)
