@@ -48,7 +48,7 @@ def plot(rows: list[dict], path: str, title: str) -> None:
         import matplotlib.pyplot as plt
     except ImportError as e:
         raise SystemExit(f"ccl-bench: --plot needs matplotlib ({e}); pip install matplotlib") from None
-    ops = sorted({r["op"] for r in rows if r["backend"] != "floor"})
+    ops = sorted({r["op"] for r in rows if r["op"] != "ddp_step"})  # a DDP step has no message-size axis
     fig, axes = plt.subplots(2, len(ops), figsize=(5 * len(ops), 8), squeeze=False)
     for col, op in enumerate(ops):
         for backend in sorted({r["backend"] for r in rows if r["op"] == op}):
