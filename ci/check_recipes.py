@@ -1,0 +1,124 @@
+"""Render every conda recipe for every variant, offline, and check it against the pip packaging.
+
+    python ci/check_recipes.py [--root DIR]      # exit 1 and one line per problem when anything is off
+
+Checks: every package under packages/ has recipes/<package>/recipe.yaml; each renders for every variant of
+recipes/conda_build_config.yaml (template and schema errors fail); the recipe's version equals the package's
+(meson.build `project(version:)`, which pyproject.toml takes as its dynamic version); pins of oneCCL and Intel MPI
+equal the pip pins; ccl-torch pins the exact ccl-core it is built with; the test section runs the package on 2
+ranks. conda itself cannot run here (no channel is reachable), so nothing is built.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+from rattler_build import JinjaConfig, RenderConfig, Stage0Recipe, VariantConfig
+
+# PyPI distribution -> conda package of the same binaries (Intel's conda names)
+CONDA_NAME = {"oneccl-cpu": "oneccl", "oneccl-cpu-devel": "oneccl-devel", "impi-rt": "impi_rt"}
+
+
+def package_version(pkg_dir: Path) -> str:
+    m = re.search(r"project\([^)]*?version:\s*'([^']+)'", (pkg_dir / "meson.build").read_text(), re.S)
+    if not m:
+        raise ValueError(f"{pkg_dir / 'meson.build'}: no project version")
+    return m.group(1)
+
+
+def pip_pins(pkg_dir: Path) -> dict[str, str]:
+    """name -> version of every exact pin in pyproject.toml (dependencies and build requirements)."""
+    data = tomllib.loads((pkg_dir / "pyproject.toml").read_text())
+    specs = data.get("project", {}).get("dependencies", []) + data.get("build-system", {}).get("requires", [])
+    pins = {}
+    for spec in specs:
+        m = re.match(r"\s*([A-Za-z0-9_.-]+)\s*==\s*([^\s;#]+)", spec)
+        if m:
+            pins[m.group(1).lower()] = m.group(2)
+    return pins
+
+
+def requirement_pins(rendered: dict) -> dict[str, str]:
+    pins = {}
+    reqs = rendered.get("requirements", {})
+    for section in ("build", "host", "run", "run_constraints"):
+        for spec in reqs.get(section, []) or []:
+            m = re.match(r"\s*([A-Za-z0-9_.-]+)\s*==\s*(\S+)", str(spec))
+            if m:
+                pins[m.group(1).lower()] = m.group(2)
+    return pins
+
+
+def test_runs_package(rendered: dict) -> bool:
+    """A script test that starts 2 ranks of something (torchrun / our launcher / mpiexec with -n 2)."""
+    for test in rendered.get("tests", []) or []:
+        script = test.get("script") if isinstance(test, dict) else None
+        lines = script if isinstance(script, list) else [script] if script else []
+        for line in lines:
+            text = str(line)
+            if re.search(r"(--nproc-per-node|-n)\s+2\b", text):
+                return True
+    return False
+
+
+def check(root: Path) -> list[str]:
+    problems = []
+    recipes = root / "recipes"
+    variants = VariantConfig.from_conda_build_config(recipes / "conda_build_config.yaml", JinjaConfig())
+    packages = sorted(p for p in (root / "packages").iterdir() if (p / "pyproject.toml").is_file())
+    if not packages:
+        return [f"no packages found under {root / 'packages'}"]
+    for pkg in packages:
+        name = pkg.name
+        recipe_file = recipes / name / "recipe.yaml"
+        if not recipe_file.is_file():
+            problems.append(f"{name}: recipe missing ({recipe_file.relative_to(root)})")
+            continue
+        try:
+            rendered = Stage0Recipe.from_file(recipe_file).render(variants, RenderConfig())
+        except Exception as e:  # noqa: BLE001  (template, schema and variant errors alike)
+            problems.append(f"{name}: does not render: {e}")
+            continue
+        if not rendered:
+            problems.append(f"{name}: renders to no variant")
+            continue
+        version = package_version(pkg)
+        pins = pip_pins(pkg)
+        for variant in rendered:
+            r = variant.recipe.to_dict()
+            label = f"{name} [{', '.join(f'{k}={v}' for k, v in sorted(variant.variant.items()) if k != 'target_platform')}]"
+            if str(r["package"]["version"]) != version:
+                problems.append(f"{label}: version {r['package']['version']} differs from the package's {version}")
+            conda_pins = requirement_pins(r)
+            for pypi_name, pip_version in pins.items():
+                conda_name = CONDA_NAME.get(pypi_name, pypi_name)
+                if conda_name in conda_pins and conda_pins[conda_name] != pip_version:
+                    problems.append(f"{label}: {conda_name} =={conda_pins[conda_name]} differs from pip's "
+                                    f"{pypi_name}=={pip_version}")
+                if pypi_name in CONDA_NAME and conda_name not in conda_pins and pypi_name != "oneccl-cpu-devel":
+                    problems.append(f"{label}: {conda_name} is not pinned (pip pins {pypi_name}=={pip_version})")
+            if name != "ccl-core" and "ccl-core" in pins and conda_pins.get("ccl-core") != pins["ccl-core"]:
+                problems.append(f"{label}: ccl-core pin {conda_pins.get('ccl-core')} is not the exact ccl-core "
+                                f"{pins['ccl-core']} it builds with")
+            if not test_runs_package(r):
+                problems.append(f"{label}: the test section does not run the package on 2 ranks")
+    return problems
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1])
+    args = parser.parse_args(argv)
+    problems = check(args.root)
+    for p in problems:
+        print(f"recipe check: {p}", file=sys.stderr)
+    if not problems:
+        print("recipe check: every recipe renders for every variant and matches the pip packaging")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
