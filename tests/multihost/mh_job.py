@@ -1,0 +1,66 @@
+"""The job each rank runs in the multi-host tests: every op suite, DDP against gloo, sub-groups across and
+inside hosts, and interface byte counters that show which transport carried the traffic."""
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent), str(HERE.parent / "torch")]
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+import op_workers  # noqa: E402
+import training_workers  # noqa: E402
+
+
+def counters(iface):
+    def read(i, what):
+        return int(Path(f"/sys/class/net/{i}/statistics/{what}").read_text())
+    return {"veth": read(iface, "tx_bytes") + read(iface, "rx_bytes"), "lo": read("lo", "tx_bytes")}
+
+
+def traffic_of_allreduce(group, iface, nbytes):
+    """Bytes over the veth and loopback on this host during one allreduce of nbytes in `group`
+    (everything else is quiet: all ranks wait at a barrier on both sides)."""
+    t = torch.ones(nbytes // 4)
+    dist.barrier()
+    before = counters(iface)
+    if group is not None:
+        dist.all_reduce(t, group=group)
+    dist.barrier()
+    after = counters(iface)
+    return {k: after[k] - before[k] for k in before}
+
+
+dist.init_process_group("ccl")
+rank, size = dist.get_rank(), dist.get_world_size()
+local = int(os.environ["LOCAL_WORLD_SIZE"])  # only to lay out the test's groups; ccl-core never reads it
+iface = os.environ["CCL_TEST_IFACE"]
+result = {"host": socket.gethostname(), "problems": []}
+for worker in op_workers.ALL_WORKERS:
+    result["problems"] += [f"{worker.__name__}: {p}" for p in worker(rank, size)]
+diff, agree = training_workers.ddp_matches_gloo(rank, size, False)
+result["ddp_max_diff"], result["ddp_ranks_agree"] = diff, agree
+
+# sub-groups: one that spans the hosts, and (with 2 ranks per host) one inside each host
+cross = dist.new_group([0, size - 1])
+inside = [dist.new_group(list(range(h * local, (h + 1) * local))) for h in range(size // local)] if local > 1 else []
+x = torch.tensor([rank + 1.0])
+if rank in (0, size - 1):
+    dist.all_reduce(x, group=cross)
+    result["cross_sum"] = x.item()
+for g_index, g in enumerate(inside):
+    if rank // local == g_index:
+        y = torch.tensor([rank + 1.0])
+        dist.all_reduce(y, group=g)
+        result["inside_sum"] = y.item()
+
+nbytes = 16 << 20
+result["cross_traffic"] = traffic_of_allreduce(cross if rank in (0, size - 1) else None, iface, nbytes)
+if inside:
+    result["inside_traffic"] = traffic_of_allreduce(inside[rank // local], iface, nbytes)
+Path(os.environ["CCL_TEST_OUT"], f"rank{rank}.json").write_text(json.dumps(result))
+dist.destroy_process_group()

@@ -1,0 +1,57 @@
+"""Two "hosts" (network namespaces with their own hostnames) joined by a veth pair, ranks started by
+`torchrun --nnodes 2`: every op and DDP give the same results as on one host, oneCCL carries traffic between
+hosts over the network and inside a host over shared memory."""
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import netns_hosts
+from ccl_core._bootstrap import free_port
+from ranks import clean_env
+
+JOB = Path(__file__).resolve().parent / "mh_job.py"
+why_not = netns_hosts.can_make_namespaces()
+pytestmark = pytest.mark.skipif(bool(why_not), reason=why_not)
+MiB16 = 16 << 20
+
+
+@pytest.fixture(scope="module")
+def hosts():
+    made = netns_hosts.create(str(os.getpid() % 10000))
+    yield made
+    netns_hosts.destroy(made)
+
+
+def run_job(hosts, nproc, tmp_path):
+    env = dict(clean_env(), CCL_TEST_OUT=str(tmp_path), OMP_NUM_THREADS="1")
+    outs = netns_hosts.torchrun_on_hosts(hosts, JOB, nproc, env, port=free_port())
+    for code, out, err in outs:
+        assert code == 0, f"{out}\n{err[-4000:]}"
+    return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2 * nproc)]
+
+
+def test_one_rank_per_host(hosts, tmp_path):
+    results = run_job(hosts, 1, tmp_path)
+    assert [r["host"] for r in results] == ["cclhost0", "cclhost1"]
+    for r in results:
+        assert r["problems"] == []
+        assert r["ddp_max_diff"] < 1e-6 and r["ddp_ranks_agree"]
+        assert r["cross_sum"] == 3.0
+        # the 16 MiB allreduce between hosts went over the veth (both directions counted)
+        assert r["cross_traffic"]["veth"] >= MiB16
+
+
+def test_two_ranks_per_host_with_groups_across_and_inside(hosts, tmp_path):
+    results = run_job(hosts, 2, tmp_path)
+    assert [r["host"] for r in results] == ["cclhost0", "cclhost0", "cclhost1", "cclhost1"]
+    for rank, r in enumerate(results):
+        assert r["problems"] == [], r["problems"]
+        assert r["ddp_max_diff"] < 1e-6 and r["ddp_ranks_agree"]
+        assert r["inside_sum"] == (3.0 if rank < 2 else 7.0)
+        # inside a host: neither the veth nor loopback carried the 16 MiB, so it went through shared memory
+        assert r["inside_traffic"]["veth"] < MiB16 // 16 and r["inside_traffic"]["lo"] < MiB16 // 16, r["inside_traffic"]
+    for rank in (0, 3):
+        assert results[rank]["cross_sum"] == 5.0
+        assert results[rank]["cross_traffic"]["veth"] >= MiB16
