@@ -6,3 +6,21 @@ sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "torch"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "core"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "multihost"))
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_shared_memory_left_behind():
+    """libfabric keeps a 64 MiB region per process in /dev/shm; ranks killed by fault tests must not leave
+    theirs behind (ccl-core removes them: packages/ccl-core/src/shm_cleanup.hpp)."""
+    def regions():
+        try:
+            return {f for f in os.listdir("/dev/shm") if f.count(":") == 2 and f.split(":")[0].isdigit()}
+        except OSError:
+            return set()
+
+    before = regions()
+    yield
+    left = sorted(regions() - before)
+    assert not left, f"shared-memory regions left behind by test processes: {left}"

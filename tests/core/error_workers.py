@@ -63,8 +63,10 @@ def peer_dies(comm, timeout):
     must report the aborted communicator. Returns rank 0's (elapsed, first error, second error)."""
     x = np.ones(1024, np.float32)
     comm.allreduce(x)
+    pids = np.zeros(comm.size, np.int64)
+    comm.allgather(np.array([os.getpid()], np.int64), pids)
     if comm.rank == 1:
-        os._exit(0)
+        os._exit(0)  # dies without cleaning up, like a killed process
     start = time.monotonic()
     try:
         comm.allreduce(x, async_op=True).wait(timeout=timeout)
@@ -77,7 +79,9 @@ def peer_dies(comm, timeout):
         second = "no error"
     except ccl_core.CommunicatorAbortedError as e:
         second = str(e)
-    return elapsed, first, second, comm.aborted
+    dead = int(pids[1])
+    leftovers = [f for f in os.listdir("/dev/shm") if f.startswith(f"{dead}:")]
+    return elapsed, first, second, comm.aborted, leftovers
 
 
 def peer_never_calls(comm, timeout):

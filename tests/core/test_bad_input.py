@@ -37,12 +37,13 @@ def test_lone_non_zero_rank_times_out_waiting_for_rank_0(tmp_path):
 def test_peer_dying_mid_run_gives_timeout_then_aborted_error():
     timeout = 3.0
     results = run_ranks(error_workers.peer_dies, 2, timeout, allow_missing=(1,))
-    elapsed, first, second, aborted = results[0]
+    elapsed, first, second, aborted, shm_leftovers = results[0]
     assert "allreduce on communicator 'default' (rank 0 of 2) did not complete within 3000 ms" in first
     assert "waiting for ranks 0-1" in first
     assert timeout <= elapsed <= timeout * 1.1, elapsed
     assert "was aborted and cannot be used any more" in second
     assert aborted
+    assert shm_leftovers == []  # the survivor removed the dead peer's shared-memory region
 
 
 def test_peer_that_never_calls_the_collective_times_out():

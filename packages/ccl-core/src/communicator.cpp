@@ -68,14 +68,21 @@ std::shared_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store,
     // oneCCL's rendezvous (through our store, see StoreKvs) has no useful timeout of its own: first make
     // sure that every rank has arrived, so that a missing one is named in a clear error.
     // Each rank announces itself with its host identity, which also tells how many ranks share a host.
+    // The announcement is "<host identity> <pid>": the pids of same-host peers let survivors clean up after
+    // a peer that was killed (shm_cleanup.hpp).
     const std::string me = host_identity();
-    impl->store->set(joined_key(rank), Bytes(me.begin(), me.end()));
+    const std::string announcement = me + " " + std::to_string(::getpid());
+    impl->store->set(joined_key(rank), Bytes(announcement.begin(), announcement.end()));
     std::vector<int> missing;
     int same_host = 0;
     for (int r = 0; r < size; ++r) {
         try {
-            Bytes id = impl->store->get(joined_key(r), missing.empty() ? remaining() : Milliseconds(0));
-            same_host += std::string(id.begin(), id.end()) == me;
+            Bytes bytes = impl->store->get(joined_key(r), missing.empty() ? remaining() : Milliseconds(0));
+            const std::string text(bytes.begin(), bytes.end());
+            const auto space = text.rfind(' ');
+            if (text.substr(0, space) != me) continue;
+            ++same_host;
+            if (r != rank && space != std::string::npos) impl->local_peer_pids.push_back(std::stoi(text.substr(space + 1)));
         } catch (const Timeout&) {
             missing.push_back(r);
         }

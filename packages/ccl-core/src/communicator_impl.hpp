@@ -5,6 +5,7 @@
 #include <ccl_core/errors.hpp>
 
 #include "oneccl.hpp"
+#include "shm_cleanup.hpp"
 
 #include <atomic>
 #include <functional>
@@ -46,6 +47,7 @@ public:
     int subgroups_made = 0;  // same on every rank, since subgroup() is collective
     int local_ranks = 1;     // ranks of this communicator on this host (by host identity, see bootstrap)
     bool oversubscribed = false;  // more ranks on this host than cores we may run on: waiting must sleep
+    std::vector<pid_t> local_peer_pids;  // processes of the other ranks on this host (see shm_cleanup.hpp)
 
     std::atomic<bool> is_aborted{false};
     std::mutex abort_mutex;
@@ -53,7 +55,10 @@ public:
 
     void abort(const std::string& reason) {
         std::lock_guard<std::mutex> lock(abort_mutex);
-        if (!is_aborted.exchange(true)) abort_reason = reason;
+        if (is_aborted.exchange(true)) return;
+        abort_reason = reason;
+        detail::remove_shm_of_dead_processes(local_peer_pids);
+        detail::remove_own_shm_at_exit();
     }
     void throw_if_aborted(const char* op) {
         if (!is_aborted.load(std::memory_order_relaxed)) return;

@@ -1,0 +1,20 @@
+// libfabric's shared-memory provider keeps a 64 MiB region per process in /dev/shm, named "<pid>:<n>:<n>", and
+// removes it at a normal exit or SIGTERM, but not when the process is killed (SIGKILL, abort). Once a
+// communicator aborts because a peer is gone, the survivors remove the regions of their same-host peers whose
+// process no longer exists, so that dead ranks do not leave RAM-backed files behind.
+#pragma once
+
+#include <sys/types.h>
+
+#include <vector>
+
+namespace ccl_core::detail {
+
+// Removes /dev/shm/<pid>:* for every pid in `peers` that no longer exists (or is a zombie). Never throws.
+void remove_shm_of_dead_processes(const std::vector<pid_t>& peers);
+
+// An aborted communicator is never destroyed (its oneCCL operations cannot be cancelled), so libfabric never
+// removes this process's own region either: do it at exit. Idempotent.
+void remove_own_shm_at_exit();
+
+}  // namespace ccl_core::detail
