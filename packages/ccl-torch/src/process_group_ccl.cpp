@@ -77,6 +77,7 @@ c10::intrusive_ptr<CCLWork> ProcessGroupCCL::make_work(c10d::OpType type, const 
         work->set_verbose(line.str());
     }
     if (coalescing_) coalesced_.push_back(work);
+    ++seq_;
     return work;
 }
 

@@ -22,6 +22,10 @@ public:
 
     const std::string getBackendName() const override { return "ccl"; }
     void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
+    // Sequence numbers let torch's debug wrapper (TORCH_DISTRIBUTED_DEBUG=DETAIL) match ops across ranks;
+    // like gloo, every group starts at 0 and counts the ops issued on it.
+    void setSequenceNumberForGroup() override { seq_ = 0; }
+    uint64_t getSequenceNumberForGroup() override { return seq_; }
 
     c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override;
     c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override;
@@ -81,6 +85,7 @@ private:
     std::shared_ptr<FutureCompleter> completer_;
     bool verbose_ = false;
     bool coalescing_ = false;
+    uint64_t seq_ = 0;
     std::vector<c10::intrusive_ptr<CCLWork>> coalesced_;
 };
 
