@@ -16,6 +16,16 @@ import op_workers  # noqa: E402
 import training_workers  # noqa: E402
 
 
+def wildcard_listeners():
+    """Listening TCP sockets of this host (network namespace) bound to every address (0.0.0.0 or ::)."""
+    count = 0
+    for table, wildcard in (("/proc/net/tcp", "00000000"), ("/proc/net/tcp6", "0" * 32)):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            count += state == "0A" and local.split(":")[0] == wildcard
+    return count
+
+
 def counters(iface):
     def read(i, what):
         return int(Path(f"/sys/class/net/{i}/statistics/{what}").read_text())
@@ -39,7 +49,7 @@ dist.init_process_group("ccl")
 rank, size = dist.get_rank(), dist.get_world_size()
 local = int(os.environ["LOCAL_WORLD_SIZE"])  # only to lay out the test's groups; ccl-core never reads it
 iface = os.environ["CCL_TEST_IFACE"]
-result = {"host": socket.gethostname(), "problems": []}
+result = {"host": socket.gethostname(), "problems": [], "wildcard_listeners": wildcard_listeners()}
 for worker in op_workers.ALL_WORKERS:
     result["problems"] += [f"{worker.__name__}: {p}" for p in worker(rank, size)]
 diff, agree = training_workers.ddp_matches_gloo(rank, size, False)

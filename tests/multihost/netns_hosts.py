@@ -27,17 +27,24 @@ def create(tag: str) -> list[Host]:
     for h in hosts:
         _ip("netns", "add", h.netns)
     _ip("link", "add", hosts[0].interface, "type", "veth", "peer", "name", hosts[1].interface)
-    for h in hosts:
+    for i, h in enumerate(hosts):
         _ip("link", "set", h.interface, "netns", h.netns)
         _ip("-n", h.netns, "addr", "add", f"{h.address}/24", "dev", h.interface)
         _ip("-n", h.netns, "link", "set", "lo", "up")
         _ip("-n", h.netns, "link", "set", h.interface, "up")
+        # a second, live interface that reaches none of the other hosts: traffic must not go there
+        stray, stray_peer = f"ccl{tag}x{i}", f"ccl{tag}y{i}"
+        _ip("link", "add", stray, "type", "veth", "peer", "name", stray_peer)
+        _ip("link", "set", stray, "netns", h.netns)
+        _ip("-n", h.netns, "addr", "add", f"169.254.88.{i + 1}/24", "dev", stray)
+        _ip("-n", h.netns, "link", "set", stray, "up")
+        _ip("link", "set", stray_peer, "up")
     return hosts
 
 
 def destroy(hosts: list[Host]) -> None:
     for h in hosts:
-        subprocess.run(["ip", "netns", "del", h.netns], capture_output=True)  # also removes its veth end
+        subprocess.run(["ip", "netns", "del", h.netns], capture_output=True)  # also removes its veth ends
 
 
 def start(host: Host, argv: list[str], env: dict) -> subprocess.Popen:

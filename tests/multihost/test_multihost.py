@@ -1,4 +1,5 @@
-"""Two "hosts" (network namespaces with their own hostnames) joined by a veth pair, ranks started by
+"""Two "hosts" (network namespaces with their own hostnames) joined by a veth pair, each with a second live
+interface that leads nowhere, ranks started by
 `torchrun --nnodes 2`: every op and DDP give the same results as on one host, oneCCL carries traffic between
 hosts over the network and inside a host over shared memory."""
 import json
@@ -35,6 +36,9 @@ def run_job(hosts, nproc, tmp_path):
 def test_one_rank_per_host(hosts, tmp_path):
     results = run_job(hosts, 1, tmp_path)
     assert [r["host"] for r in results] == ["cclhost0", "cclhost1"]
+    # host 1 runs only ranks: oneCCL's endpoints listen on the link's address, never on every address
+    # (host 0 also runs torch's rendezvous store, which torch binds to all addresses)
+    assert results[1]["wildcard_listeners"] == 0
     for r in results:
         assert r["problems"] == []
         assert r["ddp_max_diff"] < 1e-6 and r["ddp_ranks_agree"]
