@@ -3,6 +3,7 @@ inside hosts, and interface byte counters that show which transport carried the 
 import json
 import os
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -45,10 +46,22 @@ def traffic_of_allreduce(group, iface, nbytes):
     return {k: after[k] - before[k] for k in before}
 
 
+def link_interface():
+    """This host's interface on the link between the test hosts (169.254.77.0/24). Found here, not passed in:
+    mpiexec copies the launching host's environment to every rank."""
+    out = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        fields = line.split()
+        if fields[3].startswith("169.254.77."):
+            return fields[1]
+    raise RuntimeError(f"no interface on the test link:\n{out}")
+
+
+iface = link_interface()
+os.environ["GLOO_SOCKET_IFNAME"] = iface  # gloo (the comparison backend) would resolve the hostname instead
 dist.init_process_group("ccl")
 rank, size = dist.get_rank(), dist.get_world_size()
 local = int(os.environ["LOCAL_WORLD_SIZE"])  # only to lay out the test's groups; ccl-core never reads it
-iface = os.environ["CCL_TEST_IFACE"]
 result = {"host": socket.gethostname(), "problems": [], "wildcard_listeners": wildcard_listeners()}
 for worker in op_workers.ALL_WORKERS:
     result["problems"] += [f"{worker.__name__}: {p}" for p in worker(rank, size)]

@@ -4,6 +4,7 @@ send stays on these interfaces; the namespaces are made and removed by the tests
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -24,8 +25,12 @@ def _ip(*args: str) -> None:
 
 def create(tag: str) -> list[Host]:
     hosts = [Host(f"ccl{tag}h{i}", f"cclhost{i}", f"169.254.77.{i + 1}", f"ccl{tag}v{i}") for i in range(2)]
+    names = "".join(f"{h.address} {h.hostname}\n" for h in hosts)
     for h in hosts:
         _ip("netns", "add", h.netns)
+        # `ip netns exec` mounts /etc/netns/<name>/hosts over /etc/hosts: the hosts know each other by name
+        Path("/etc/netns", h.netns).mkdir(parents=True, exist_ok=True)
+        Path("/etc/netns", h.netns, "hosts").write_text("127.0.0.1 localhost\n" + names)
     _ip("link", "add", hosts[0].interface, "type", "veth", "peer", "name", hosts[1].interface)
     for i, h in enumerate(hosts):
         _ip("link", "set", h.interface, "netns", h.netns)
@@ -45,6 +50,7 @@ def create(tag: str) -> list[Host]:
 def destroy(hosts: list[Host]) -> None:
     for h in hosts:
         subprocess.run(["ip", "netns", "del", h.netns], capture_output=True)  # also removes its veth ends
+        shutil.rmtree(Path("/etc/netns", h.netns), ignore_errors=True)
 
 
 def start(host: Host, argv: list[str], env: dict) -> subprocess.Popen:
@@ -61,8 +67,7 @@ def torchrun_on_hosts(hosts: list[Host], script: Path, nproc: int, env: dict, po
         argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(len(hosts)), "--node-rank", str(i),
                 "--nproc-per-node", str(nproc), "--master-addr", hosts[0].address, "--master-port", str(port),
                 str(script)]
-        # gloo (the comparison backend) finds its address by resolving the hostname; name the interface instead
-        procs.append(start(h, argv, dict(env, CCL_TEST_IFACE=h.interface, GLOO_SOCKET_IFNAME=h.interface)))
+        procs.append(start(h, argv, env))
     outs = []
     for p in procs:
         try:
@@ -72,6 +77,26 @@ def torchrun_on_hosts(hosts: list[Host], script: Path, nproc: int, env: dict, po
             o, e = p.communicate()
         outs.append((p.returncode, o, e))
     return outs
+
+
+SSH_STANDIN = Path(__file__).resolve().parent / "netns_ssh.sh"
+
+
+def mpiexec_on_hosts(hosts: list[Host], script: Path, nproc: int, env: dict, port: int, timeout: float = 300):
+    """Intel MPI's mpiexec with a host list, started on host 0; Hydra reaches host 1 through netns_ssh.sh in
+    place of ssh. Returns (returncode, stdout, stderr)."""
+    mapping = ",".join(f"{h.hostname}={h.netns}" for h in hosts)
+    argv = [str(Path(sys.executable).parent / "mpiexec"), "-launcher", "ssh", "-launcher-exec", str(SSH_STANDIN),
+            "-hosts", ",".join(h.hostname for h in hosts), "-n", str(nproc * len(hosts)), "-ppn", str(nproc),
+            "-genv", "MASTER_ADDR", hosts[0].address, "-genv", "MASTER_PORT", str(port),
+            "-genv", "LOCAL_WORLD_SIZE", str(nproc), sys.executable, str(script)]
+    p = start(hosts[0], [str(SSH_STANDIN), hosts[0].hostname, *argv], dict(env, CCL_TEST_HOSTS=mapping))
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+    return p.returncode, out, err
 
 
 def can_make_namespaces() -> str:

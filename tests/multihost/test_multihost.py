@@ -25,9 +25,12 @@ def hosts():
     netns_hosts.destroy(made)
 
 
-def run_job(hosts, nproc, tmp_path):
+def run_job(hosts, nproc, tmp_path, launcher="torchrun"):
     env = dict(clean_env(), CCL_TEST_OUT=str(tmp_path), OMP_NUM_THREADS="1")
-    outs = netns_hosts.torchrun_on_hosts(hosts, JOB, nproc, env, port=free_port())
+    if launcher == "torchrun":
+        outs = netns_hosts.torchrun_on_hosts(hosts, JOB, nproc, env, port=free_port())
+    else:
+        outs = [netns_hosts.mpiexec_on_hosts(hosts, JOB, nproc, env, port=free_port())]
     for code, out, err in outs:
         assert code == 0, f"{out}\n{err[-4000:]}"
     return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2 * nproc)]
@@ -47,8 +50,9 @@ def test_one_rank_per_host(hosts, tmp_path):
         assert r["cross_traffic"]["veth"] >= MiB16
 
 
-def test_two_ranks_per_host_with_groups_across_and_inside(hosts, tmp_path):
-    results = run_job(hosts, 2, tmp_path)
+@pytest.mark.parametrize("launcher", ["torchrun", "mpiexec"])
+def test_two_ranks_per_host_with_groups_across_and_inside(hosts, tmp_path, launcher):
+    results = run_job(hosts, 2, tmp_path, launcher)
     assert [r["host"] for r in results] == ["cclhost0", "cclhost0", "cclhost1", "cclhost1"]
     for rank, r in enumerate(results):
         assert r["problems"] == [], r["problems"]

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <fstream>
 #include <numeric>
+#include <set>
+#include <sstream>
 
 #include <sched.h>
 #include <unistd.h>
@@ -26,10 +28,16 @@ std::string host_identity() {
     return std::string(name) + "/" + boot;
 }
 
-int usable_cores() {
+// The cpus this process may run on, as "0,1,5". Launchers that pin ranks (Intel MPI) give each rank its own:
+// whether ranks outnumber cores is decided on the union over the ranks of a host.
+std::string affinity_list() {
     cpu_set_t set;
-    if (::sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
-    return std::max(1, static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
+    std::string out;
+    if (::sched_getaffinity(0, sizeof set, &set) != 0) return out;
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+        if (CPU_ISSET(cpu, &set)) out += (out.empty() ? "" : ",") + std::to_string(cpu);
+    }
+    return out;
 }
 
 std::string all_ranks(int size) {
@@ -68,27 +76,33 @@ std::shared_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store,
     // oneCCL's rendezvous (through our store, see StoreKvs) has no useful timeout of its own: first make
     // sure that every rank has arrived, so that a missing one is named in a clear error.
     // Each rank announces itself with its host identity, which also tells how many ranks share a host.
-    // The announcement is "<host identity> <pid>": the pids of same-host peers let survivors clean up after
-    // a peer that was killed (shm_cleanup.hpp).
+    // The announcement is "<host identity>\n<pid>\n<cpus>": the pids of same-host peers let survivors clean up
+    // after a peer that was killed (shm_cleanup.hpp); their cpus tell whether the host's ranks outnumber cores.
     const std::string me = host_identity();
-    const std::string announcement = me + " " + std::to_string(::getpid());
+    const std::string announcement = me + "\n" + std::to_string(::getpid()) + "\n" + affinity_list();
     impl->store->set(joined_key(rank), Bytes(announcement.begin(), announcement.end()));
     std::vector<int> missing;
+    std::set<std::string> host_cpus;
     int same_host = 0;
     for (int r = 0; r < size; ++r) {
         try {
             Bytes bytes = impl->store->get(joined_key(r), missing.empty() ? remaining() : Milliseconds(0));
-            const std::string text(bytes.begin(), bytes.end());
-            const auto space = text.rfind(' ');
-            if (text.substr(0, space) != me) continue;
+            std::istringstream text(std::string(bytes.begin(), bytes.end()));
+            std::string identity, pid, cpus, cpu;
+            std::getline(text, identity);
+            std::getline(text, pid);
+            std::getline(text, cpus);
+            if (identity != me) continue;
             ++same_host;
-            if (r != rank && space != std::string::npos) impl->local_peer_pids.push_back(std::stoi(text.substr(space + 1)));
+            if (r != rank && !pid.empty()) impl->local_peer_pids.push_back(std::stoi(pid));
+            std::istringstream list(cpus);
+            while (std::getline(list, cpu, ',')) host_cpus.insert(cpu);
         } catch (const Timeout&) {
             missing.push_back(r);
         }
     }
     impl->local_ranks = same_host;
-    impl->oversubscribed = same_host > usable_cores();
+    impl->oversubscribed = !host_cpus.empty() && same_host > static_cast<int>(host_cpus.size());
     if (!missing.empty()) {
         std::string list;
         for (int r : missing) list += (list.empty() ? "" : ", ") + std::to_string(r);

@@ -22,6 +22,9 @@ const std::vector<EnvDefault>& env_defaults() {
          "the KVS bootstrap needs no MPI; ATL/MPI without mpiexec makes every process rank 0"},
         {"CCL_ATL_SHM", "1",
          "adds libfabric's shared-memory provider for ranks on one host (about 2x tcp's bandwidth)"},
+        {"CCL_PROCESS_LAUNCHER", "none",
+         "our bootstrap does not use the launcher; oneCCL then counts a host's ranks itself, as under torchrun "
+         "(with Hydra's MPI_LOCALNRANKS its shared-memory set-up failed for mpiexec across hosts)"},
         {"CCL_LOG_LEVEL", "error",
          "oneCCL warns about every variable above and about ordinary launches; errors still show"},
     };

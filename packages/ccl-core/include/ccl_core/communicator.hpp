@@ -34,8 +34,8 @@ public:
     int rank() const;
     int size() const;
     const CommunicatorOptions& options() const;
-    // Ranks of this communicator on this host (by hostname and boot id) and whether they outnumber the
-    // cores this process may use; waiting then sleeps between polls instead of spinning.
+    // Ranks of this communicator on this host (by hostname and boot id) and whether they outnumber the cores
+    // they may run on together (the union of their affinities); waiting then sleeps between polls.
     int local_ranks() const;
     bool oversubscribed() const;
     // Set after a timeout or error: every later call throws CommunicatorAborted.
