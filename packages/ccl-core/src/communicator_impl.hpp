@@ -58,7 +58,6 @@ public:
         if (is_aborted.exchange(true)) return;
         abort_reason = reason;
         detail::remove_shm_of_dead_processes(local_peer_pids);
-        detail::remove_own_shm_at_exit();
     }
     void throw_if_aborted(const char* op) {
         if (!is_aborted.load(std::memory_order_relaxed)) return;

@@ -1,6 +1,7 @@
 #include <ccl_core/runtime.hpp>
 
 #include "oneccl.hpp"
+#include "shm_cleanup.hpp"
 
 #include <climits>
 #include <cstdio>
@@ -71,6 +72,7 @@ void initialize_runtime() {
         }
         QuietStdout quiet(we_set_log_level);
         ccl::init();
+        detail::remove_own_shm_at_exit();
     });
 }
 

@@ -13,8 +13,9 @@ namespace ccl_core::detail {
 // Removes /dev/shm/<pid>:* for every pid in `peers` that no longer exists (or is a zombie). Never throws.
 void remove_shm_of_dead_processes(const std::vector<pid_t>& peers);
 
-// An aborted communicator is never destroyed (its oneCCL operations cannot be cancelled), so libfabric never
-// removes this process's own region either: do it at exit. Idempotent.
+// A communicator that is never destroyed (aborted ones on purpose, others kept alive by objects that outlive
+// the interpreter, such as FSDP's device mesh) never has libfabric remove this process's region: do it at
+// exit. Registered once when oneCCL is initialised; unlinking a name never disturbs a peer's mapping.
 void remove_own_shm_at_exit();
 
 }  // namespace ccl_core::detail
