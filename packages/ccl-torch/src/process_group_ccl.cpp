@@ -35,6 +35,15 @@ const at::Tensor& single(const std::vector<at::Tensor>& ts, const char* op) {
 
 int64_t sum_of(const std::vector<int64_t>& v) { return std::accumulate(v.begin(), v.end(), int64_t{0}); }
 
+void check_root(int64_t root, int size, const char* op) {
+    TORCH_CHECK_VALUE(root >= 0 && root < size, op, ": root ", root, " is out of range for a group of ", size, " ranks");
+}
+
+// outs[r] = flat[r * n, (r + 1) * n), reshaped: the last step of every gather into a list of tensors.
+void split_into(const at::Tensor& flat, std::vector<at::Tensor>& outs, int64_t n) {
+    for (std::size_t r = 0; r < outs.size(); ++r) outs[r].copy_(flat.narrow(0, r * n, n).view(outs[r].sizes()));
+}
+
 }  // namespace
 
 ProcessGroupCCL::ProcessGroupCCL(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -105,30 +114,30 @@ void ProcessGroupCCL::reduce_into(CCLWork& work, const char* op, at::Tensor& ten
     }));
 }
 
+c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allreduce_all(const char* op, c10d::OpType type,
+                                                              std::vector<at::Tensor>& tensors, const c10d::ReduceOp& rop,
+                                                              std::chrono::milliseconds timeout) {
+    TORCH_CHECK_VALUE(!tensors.empty(), op, ": no tensors given");
+    auto work = make_work(type, op, tensors, tensors, timeout);
+    for (auto& t : tensors) reduce_into(*work, op, t, rop, -1);
+    return work;
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allreduce(std::vector<at::Tensor>& tensors,
                                                           const c10d::AllreduceOptions& opts) {
-    const char* op = "allreduce";
-    TORCH_CHECK_VALUE(!tensors.empty(), op, ": no tensors given");
-    auto work = make_work(c10d::OpType::ALLREDUCE, op, tensors, tensors, opts.timeout);
-    for (auto& t : tensors) reduce_into(*work, op, t, opts.reduceOp, -1);
-    return work;
+    return allreduce_all("allreduce", c10d::OpType::ALLREDUCE, tensors, opts.reduceOp, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                                     const c10d::AllreduceCoalescedOptions& opts) {
-    const char* op = "allreduce_coalesced";
-    TORCH_CHECK_VALUE(!tensors.empty(), op, ": no tensors given");
-    auto work = make_work(c10d::OpType::ALLREDUCE_COALESCED, op, tensors, tensors, opts.timeout);
-    for (auto& t : tensors) reduce_into(*work, op, t, opts.reduceOp, -1);
-    return work;
+    return allreduce_all("allreduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, tensors, opts.reduceOp, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::reduce(std::vector<at::Tensor>& tensors,
                                                        const c10d::ReduceOptions& opts) {
     const char* op = "reduce";
     at::Tensor t = single(tensors, op);
-    TORCH_CHECK_VALUE(opts.rootRank >= 0 && opts.rootRank < getSize(), op, ": root ", opts.rootRank,
-                      " is out of range for a group of ", getSize(), " ranks");
+    check_root(opts.rootRank, getSize(), op);
     auto work = make_work(c10d::OpType::REDUCE, op, tensors, tensors, opts.timeout);
     reduce_into(*work, op, t, opts.reduceOp, static_cast<int>(opts.rootRank));
     return work;
@@ -193,9 +202,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allgather(std::vector<std::vecto
     auto work = make_work(c10d::OpType::ALLGATHER, op, inputs, outs, opts.timeout);
     at::Tensor flat = at::empty({input.numel() * getSize()}, input.options());
     allgather_flat(*work, op, flat, input);
-    work->finish_steps().push_back([flat, outs, n = input.numel()]() mutable {
-        for (std::size_t r = 0; r < outs.size(); ++r) outs[r].copy_(flat.narrow(0, r * n, n).view(outs[r].sizes()));
-    });
+    work->finish_steps().push_back([flat, outs, n = input.numel()]() mutable { split_into(flat, outs, n); });
     return work;
 }
 
@@ -229,7 +236,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::gather(std::vector<std::vector<a
     at::Tensor input = single(inputs, op);
     check_cpu_dense(input, op, "input");
     const int root = static_cast<int>(opts.rootRank);
-    TORCH_CHECK_VALUE(root >= 0 && root < getSize(), op, ": root ", root, " is out of range for a group of ", getSize(), " ranks");
+    check_root(root, getSize(), op);
     std::vector<at::Tensor> outs;
     if (getRank() == root) {
         TORCH_CHECK_VALUE(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(), op,
@@ -252,9 +259,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::gather(std::vector<std::vector<a
         return comm_->gather(in.data(), flat.defined() ? flat.data_ptr() : nullptr, in.count, in.dtype, root);
     }));
     if (flat.defined()) {
-        work->finish_steps().push_back([flat, outs, n = input.numel()]() mutable {
-            for (std::size_t r = 0; r < outs.size(); ++r) outs[r].copy_(flat.narrow(0, r * n, n).view(outs[r].sizes()));
-        });
+        work->finish_steps().push_back([flat, outs, n = input.numel()]() mutable { split_into(flat, outs, n); });
     }
     return work;
 }
@@ -266,7 +271,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::scatter(std::vector<at::Tensor>&
     at::Tensor output = single(outputs, op);
     check_cpu_dense(output, op, "output");
     const int root = static_cast<int>(opts.rootRank);
-    TORCH_CHECK_VALUE(root >= 0 && root < getSize(), op, ": root ", root, " is out of range for a group of ", getSize(), " ranks");
+    check_root(root, getSize(), op);
     at::Tensor flat;
     if (getRank() == root) {
         TORCH_CHECK_VALUE(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(), op,

@@ -75,6 +75,8 @@ private:
     c10::intrusive_ptr<CCLWork> make_work(c10d::OpType type, const char* op, const std::vector<at::Tensor>& inputs,
                                           std::vector<at::Tensor> outputs, std::chrono::milliseconds op_timeout);
     std::chrono::milliseconds effective_timeout(std::chrono::milliseconds op_timeout) const;
+    c10::intrusive_ptr<c10d::Work> allreduce_all(const char* op, c10d::OpType type, std::vector<at::Tensor>& tensors,
+                                                 const c10d::ReduceOp& rop, std::chrono::milliseconds timeout);
     void reduce_into(CCLWork& work, const char* op, at::Tensor& tensor, const c10d::ReduceOp& rop, int root);
     void allgather_flat(CCLWork& work, const char* op, at::Tensor& output, const at::Tensor& input);
     void reduce_scatter_flat(CCLWork& work, const char* op, at::Tensor& output, const at::Tensor& input,
