@@ -171,7 +171,7 @@ void store_set(Store& s, const std::string& key, const py::bytes& value) {
 
 // ---- exceptions --------------------------------------------------------------------------------------------
 
-void register_errors(py::module_& m) {
+void register_errors() {
     py::module_ errors = py::module_::import("ccl_core._errors");
     static py::handle base = py::object(errors.attr("CclError")).release();
     static py::handle invalid = py::object(errors.attr("InvalidArgumentError")).release();
@@ -196,7 +196,6 @@ void register_errors(py::module_& m) {
             PyErr_SetString(base.ptr(), e.what());
         }
     });
-    (void)m;
 }
 
 using CommPtr = std::shared_ptr<Communicator>;
@@ -206,7 +205,7 @@ using OptStr = std::optional<std::string>;
 
 PYBIND11_MODULE(_ccl_core, m) {
     m.doc() = "oneCCL collectives on buffer-protocol objects (see ccl_core.Communicator)";
-    register_errors(m);
+    register_errors();
 
     m.def("oneccl_version", &oneccl_version, "Version of the loaded oneCCL");
     m.def("oneccl_library_path", &oneccl_library_path, "Path of the loaded libccl");

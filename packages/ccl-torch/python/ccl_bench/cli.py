@@ -161,7 +161,7 @@ def worker(args) -> int:
                              "check": "ok" if not bad.item() else f"FAIL on {int(bad.item())} rank(s)" + (f": {problem}" if problem else "")})
     if args.ddp:
         rows += _ddp_rows(backends, groups, barrier, slowest, size)
-    comm = None
+    comm = None  # destroy the raw communicator now, while torch's store (which its teardown writes to) lives
     _add_ratios(rows, floors)
     if rank == 0:
         title = f"{size} ranks, {args.dtype}, torch {torch.__version__}"
