@@ -277,6 +277,8 @@ PYBIND11_MODULE(_ccl_core, m) {
                                "ranks of this communicator on this host (by hostname and boot id)")
         .def_property_readonly("oversubscribed", &Communicator::oversubscribed,
                                "True when this host's ranks outnumber the cores this process may use")
+        .def_property_readonly("shared_memory_allreduce", &Communicator::shared_memory_allreduce,
+                               "True when allreduce runs through ccl-core's shared-memory path instead of oneCCL")
         .def("abort", &Communicator::abort, py::arg("reason") = "aborted by the user")
 
         .def("allreduce", [](const CommPtr& c, py::object send, py::object recv, const std::string& op, bool async_op, OptStr dtype) {

@@ -116,6 +116,10 @@ std::shared_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store,
     } catch (const std::exception& e) {
         throw BackendError(where + ": oneCCL could not create the communicator: " + e.what());
     }
+    if (same_host == size) {
+        impl->shm = detail::ShmAllreduce::create(*std::make_shared<PrefixStore>("ccl_core/shm", impl->store), rank,
+                                                 size, remaining());
+    }
     return std::shared_ptr<Communicator>(new Communicator(std::move(impl)));
 }
 
@@ -128,6 +132,7 @@ const CommunicatorOptions& Communicator::options() const { return impl_->options
 bool Communicator::aborted() const { return impl_->is_aborted.load(); }
 int Communicator::local_ranks() const { return impl_->local_ranks; }
 bool Communicator::oversubscribed() const { return impl_->oversubscribed; }
+bool Communicator::shared_memory_allreduce() const { return impl_->shm != nullptr; }
 void Communicator::abort(const std::string& reason) { impl_->abort(reason); }
 
 // ---- argument checks (each names the operation and the bad value) -------------------------------------------
@@ -199,6 +204,13 @@ Request Communicator::allreduce(const void* send, void* recv, std::size_t count,
     check_buffer(name, "send", send, count);
     check_buffer(name, "recv", recv, count);
     check_reduction(name, dtype, op);
+    if (impl_->shm) {
+        impl_->throw_if_aborted(name);
+        auto state = std::make_shared<Request::State>(impl_, name, all_ranks(size()));
+        state->finish = avg_finish(op, recv, count, dtype, size());
+        state->shm_op = impl_->shm->start(send, recv, count, dtype, op);
+        return Request(std::move(state));
+    }
     return issue(impl_, name, all_ranks(size()), [&](ccl::communicator& comm) {
         return ccl::allreduce(send, recv, count, detail::to_ccl(dtype), engine_op(op), comm);
     }, avg_finish(op, recv, count, dtype, size()));

@@ -1,4 +1,5 @@
-// Element-wise steps that oneCCL lacks on CPU and ccl-core runs itself after an operation completes.
+// Element-wise steps that oneCCL lacks on CPU and ccl-core runs itself: avg's division after an operation,
+// and the reduction of the shared-memory allreduce (shm_allreduce.hpp).
 #pragma once
 
 #include <ccl_core/types.hpp>
@@ -9,5 +10,11 @@ namespace ccl_core::detail {
 
 // buffer[i] /= divisor for a floating dtype (avg = sum / group size).
 void divide_in_place(void* buffer, std::size_t count, DType dtype, double divisor);
+
+// dst[i] (and also dst2[i] unless it is null) = srcs[0][i] op srcs[1][i] op ... in source order, so every rank that
+// reduces the same sources gets the same bits. Destinations may alias sources. avg reduces as sum (the caller
+// divides); float16/bfloat16 accumulate in float and round once; integers wrap like two's complement.
+void reduce_sources(const void* const* srcs, int nsrcs, void* dst, void* dst2, std::size_t count, DType dtype,
+                    ReduceOp op);
 
 }  // namespace ccl_core::detail

@@ -16,11 +16,19 @@ bool Request::test() {
     s.comm->throw_if_aborted(s.op.c_str());
     bool ready = false;
     try {
-        std::lock_guard<std::mutex> engine(detail::engine_mutex());
-        ready = s.event.test();  // also drives progress: oneCCL runs without a worker thread (CCL_WORKER_OFFLOAD=0)
+        if (s.shm_op) {
+            ready = s.comm->shm->progress(*s.shm_op);
+        } else {
+            if (s.comm->shm) s.comm->shm->drive();
+            std::lock_guard<std::mutex> engine(detail::engine_mutex());
+            ready = s.event.test();  // also drives progress: oneCCL runs without a worker thread (CCL_WORKER_OFFLOAD=0)
+        }
+    } catch (const InvalidArgument& e) {  // the ranks disagree: their sequence of operations is out of step now
+        s.comm->abort(s.op + " was called differently on different ranks");
+        throw InvalidArgument(std::string(e.what()) + ". The communicator is aborted; create a new one to continue.");
     } catch (const std::exception& e) {
-        s.comm->abort(s.op + " failed in oneCCL");
-        throw BackendError(s.op + " on " + s.comm->describe() + " failed in oneCCL: " + e.what());
+        s.comm->abort(s.op + " failed");
+        throw BackendError(s.op + " on " + s.comm->describe() + " failed" + (s.shm_op ? ": " : " in oneCCL: ") + e.what());
     }
     if (!ready) return false;
     if (s.finish) s.finish();

@@ -38,6 +38,9 @@ public:
     // they may run on together (the union of their affinities); waiting then sleeps between polls.
     int local_ranks() const;
     bool oversubscribed() const;
+    // True when allreduce runs through ccl-core's shared-memory path (every rank on this host; CCL_CORE_SHM=1,
+    // the default) instead of oneCCL.
+    bool shared_memory_allreduce() const;
     // Set after a timeout or error: every later call throws CommunicatorAborted.
     bool aborted() const;
     void abort(const std::string& reason);

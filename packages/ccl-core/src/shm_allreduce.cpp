@@ -1,0 +1,300 @@
+#include "shm_allreduce.hpp"
+
+#include "elementwise.hpp"
+
+#include <ccl_core/errors.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace ccl_core::detail {
+
+namespace {
+
+constexpr std::size_t kLine = 64;
+
+std::size_t env_bytes(const char* name, std::size_t fallback) {
+    const char* v = std::getenv(name);
+    if (!v || !*v) return fallback;
+    char* end = nullptr;
+    const unsigned long long n = std::strtoull(v, &end, 10);
+    if (end == v || *end) throw InvalidArgument(std::string(name) + "=" + v + " is not a number of bytes");
+    return static_cast<std::size_t>(n);
+}
+
+std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+
+std::uint64_t load(const std::uint64_t& v) { return __atomic_load_n(&v, __ATOMIC_ACQUIRE); }
+void store(std::uint64_t& v, std::uint64_t x) { __atomic_store_n(&v, x, __ATOMIC_RELEASE); }
+
+Bytes text(const std::string& s) { return Bytes(s.begin(), s.end()); }
+std::string text(const Bytes& b) { return std::string(b.begin(), b.end()); }
+
+}  // namespace
+
+// What a rank says about the operation that starts at a sequence number, so that ranks can compare.
+struct OpDescription {
+    std::uint64_t seq;
+    std::uint64_t count;
+    std::int32_t dtype;
+    std::int32_t op;
+};
+
+// One per rank, each counter on its own cache line (the other ranks poll them).
+struct RankHeader {
+    alignas(kLine) std::uint64_t arrived;  // last sequence number whose input this rank has placed
+    alignas(kLine) std::uint64_t reduced;  // last sequence number whose share this rank has reduced
+    alignas(kLine) OpDescription described[2];
+};
+
+struct SegmentHeader {
+    std::uint64_t token;  // proves that every rank mapped the same segment
+};
+
+struct ShmAllreduce::Op {
+    const char* send;
+    char* recv;
+    std::size_t count;
+    DType dtype;
+    ReduceOp op;
+    std::size_t element;
+    bool small;
+    std::size_t per_segment;  // elements per segment
+    std::size_t segments;
+    std::uint64_t first_seq;
+    // progress
+    std::size_t segment = 0;
+    int phase = 0;  // 0: place input, 1: wait for everyone's input and reduce, 2: wait for everyone's share
+    bool done = false;
+};
+
+namespace {
+
+// The share of a segment of n elements that rank p reduces: whole cache lines, the last share shorter.
+struct Share {
+    std::size_t begin, length;
+};
+Share share_of(std::size_t n, std::size_t element, int size, int p) {
+    const std::size_t per = round_up((n + static_cast<std::size_t>(size) - 1) / static_cast<std::size_t>(size),
+                                     std::max<std::size_t>(1, kLine / element));
+    const std::size_t begin = std::min(n, per * static_cast<std::size_t>(p));
+    return {begin, std::min(n, begin + per) - begin};
+}
+
+}  // namespace
+
+std::unique_ptr<ShmAllreduce> ShmAllreduce::create(Store& store, int rank, int size, Milliseconds timeout) {
+    const char* enabled = std::getenv("CCL_CORE_SHM");
+    if (size < 2 || (enabled && std::string(enabled) == "0")) return nullptr;
+    const std::size_t segment = round_up(std::max<std::size_t>(env_bytes("CCL_CORE_SHM_SEGMENT_BYTES", 1 << 20), 4096), kLine);
+    const std::size_t small = std::min(segment, env_bytes("CCL_CORE_SHM_SMALL_BYTES", 64 << 10));
+    const std::size_t headers = round_up(sizeof(SegmentHeader), kLine) + sizeof(RankHeader) * static_cast<std::size_t>(size);
+    const std::size_t bytes = round_up(headers, 4096) + segment * 2 * static_cast<std::size_t>(size + 1);
+
+    // Rank 0 creates the segment under a name that starts with its pid, like libfabric's regions, so the clean-up
+    // of a dead peer's regions (shm_cleanup.hpp) also covers it if rank 0 dies before unlinking.
+    void* base = MAP_FAILED;
+    std::string status = "ok";
+    if (rank == 0) {
+        std::random_device entropy;
+        const std::uint64_t token = (static_cast<std::uint64_t>(entropy()) << 32) | entropy();
+        const std::string name = "/" + std::to_string(::getpid()) + ":ccl_core:" + std::to_string(token);
+        const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+        if (fd >= 0 && ::ftruncate(fd, static_cast<off_t>(bytes)) == 0) {
+            base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        }
+        if (fd >= 0) ::close(fd);
+        if (base != MAP_FAILED) static_cast<SegmentHeader*>(base)->token = token;
+        store.set("ccl_core/shm/name", text(base == MAP_FAILED ? std::string() : name + "\n" + std::to_string(token)));
+        // Every rank reports before rank 0 unlinks; after that the segment lives exactly as long as its mappings.
+        std::vector<std::string> reports;
+        for (int r = 1; r < size; ++r) reports.push_back(text(store.get("ccl_core/shm/mapped/" + std::to_string(r), timeout)));
+        if (base != MAP_FAILED) ::shm_unlink(name.c_str());
+        if (base == MAP_FAILED) status = "rank 0 could not create it";
+        for (const auto& report : reports) {
+            if (report != "ok") status = report;
+        }
+        store.set("ccl_core/shm/status", text(status));
+    } else {
+        const std::string published = text(store.get("ccl_core/shm/name", timeout));
+        const auto newline = published.find('\n');
+        if (newline != std::string::npos) {
+            const std::string name = published.substr(0, newline);
+            const std::uint64_t token = std::stoull(published.substr(newline + 1));
+            const int fd = ::shm_open(name.c_str(), O_RDWR, 0600);
+            if (fd >= 0) {
+                base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+                ::close(fd);
+            }
+            if (base != MAP_FAILED && static_cast<SegmentHeader*>(base)->token != token) {
+                ::munmap(base, bytes);  // another /dev/shm (a container sharing hostname and kernel)
+                base = MAP_FAILED;
+            }
+        }
+        store.set("ccl_core/shm/mapped/" + std::to_string(rank),
+                  text(base == MAP_FAILED ? "rank " + std::to_string(rank) + " could not map it" : "ok"));
+        status = text(store.get("ccl_core/shm/status", timeout));
+    }
+    if (status != "ok") {
+        if (base != MAP_FAILED) ::munmap(base, bytes);
+        return nullptr;  // every rank read the same status: all fall back to oneCCL together
+    }
+    return std::unique_ptr<ShmAllreduce>(new ShmAllreduce(rank, size, base, bytes, segment, small));
+}
+
+ShmAllreduce::ShmAllreduce(int rank, int size, void* base, std::size_t bytes, std::size_t segment_bytes,
+                           std::size_t small_limit)
+    : rank_(rank), size_(size), base_(static_cast<char*>(base)), bytes_(bytes), segment_bytes_(segment_bytes),
+      small_limit_(small_limit) {}
+
+ShmAllreduce::~ShmAllreduce() { ::munmap(base_, bytes_); }
+
+RankHeader* ShmAllreduce::header(int rank) const {
+    return reinterpret_cast<RankHeader*>(base_ + round_up(sizeof(SegmentHeader), kLine)) + rank;
+}
+
+char* ShmAllreduce::slot(int half, int rank) const {
+    const std::size_t headers = round_up(round_up(sizeof(SegmentHeader), kLine) + sizeof(RankHeader) * static_cast<std::size_t>(size_), 4096);
+    return base_ + headers + segment_bytes_ * static_cast<std::size_t>(half * size_ + rank);
+}
+
+char* ShmAllreduce::result(int half) const { return slot(0, 0) + segment_bytes_ * static_cast<std::size_t>(2 * size_ + half); }
+
+std::shared_ptr<ShmAllreduce::Op> ShmAllreduce::start(const void* send, void* recv, std::size_t count, DType dtype,
+                                                      ReduceOp op) {
+    auto o = std::make_shared<Op>();
+    o->send = static_cast<const char*>(send);
+    o->recv = static_cast<char*>(recv);
+    o->count = count;
+    o->dtype = dtype;
+    o->op = op;
+    o->element = dtype_size(dtype);
+    o->small = count * o->element <= small_limit_;
+    o->per_segment = segment_bytes_ / o->element;
+    // At least one segment even for count 0, so that the ranks still compare what they were asked to do.
+    o->segments = std::max<std::size_t>(1, (count + o->per_segment - 1) / o->per_segment);
+    std::lock_guard<std::mutex> lock(mutex_);
+    o->first_seq = next_seq_;
+    next_seq_ += o->segments;
+    queue_.push_back(o);
+    pending_.fetch_add(1);
+    return o;  // the first test() or wait() places the input (and reports a disagreement as that call's error)
+}
+
+void ShmAllreduce::drive() {
+    if (pending_.load(std::memory_order_relaxed) == 0) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    advance_queue();
+}
+
+bool ShmAllreduce::progress(Op& op) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!op.done) advance_queue();
+    return op.done;
+}
+
+void ShmAllreduce::advance_queue() {
+    while (!queue_.empty()) {
+        Op& front = *queue_.front();
+        if (!advance(front)) return;
+        front.done = true;
+        queue_.pop_front();
+        pending_.fetch_sub(1);
+    }
+}
+
+void ShmAllreduce::check_agreement(const Op& o, std::uint64_t seq) const {
+    const int half = static_cast<int>(seq & 1);
+    std::string mismatch;
+    for (int p = 0; p < size_; ++p) {
+        const OpDescription& d = header(p)->described[half];
+        if (d.seq == seq && d.count == o.count && d.dtype == static_cast<std::int32_t>(o.dtype) &&
+            d.op == static_cast<std::int32_t>(o.op)) {
+            continue;
+        }
+        mismatch += (mismatch.empty() ? "" : "; ") + std::string("rank ") + std::to_string(p) + " passed ";
+        if (d.seq != seq) {
+            mismatch += "a different number of earlier allreduce calls or segments";
+        } else {
+            mismatch += std::to_string(d.count) + " " + dtype_name(static_cast<DType>(d.dtype)) + " elements with " +
+                        reduce_op_name(static_cast<ReduceOp>(d.op));
+        }
+    }
+    if (!mismatch.empty()) {
+        throw InvalidArgument("allreduce: the ranks disagree on what to reduce: rank " + std::to_string(rank_) +
+                              " passed " + std::to_string(o.count) + " " + dtype_name(o.dtype) + " elements with " +
+                              reduce_op_name(o.op) + "; " + mismatch);
+    }
+}
+
+bool ShmAllreduce::advance(Op& o) {
+    while (o.segment < o.segments) {
+        const std::uint64_t seq = o.first_seq + o.segment;
+        const int half = static_cast<int>(seq & 1);
+        const std::size_t first = o.segment * o.per_segment;
+        const std::size_t n = std::min(o.per_segment, o.count - std::min(o.count, first));
+        const std::size_t offset = first * o.element;
+        const Share mine = share_of(n, o.element, size_, rank_);
+
+        if (o.phase == 0) {  // place this rank's input where the others read it
+            char* my_slot = slot(half, rank_);
+            if (o.small) {
+                std::memcpy(my_slot, o.send + offset, n * o.element);
+            } else {  // everything except the share this rank reduces itself
+                std::memcpy(my_slot, o.send + offset, mine.begin * o.element);
+                const std::size_t after = mine.begin + mine.length;
+                std::memcpy(my_slot + after * o.element, o.send + offset + after * o.element, (n - after) * o.element);
+            }
+            if (o.segment == 0) {
+                header(rank_)->described[half] = {seq, o.count, static_cast<std::int32_t>(o.dtype),
+                                                  static_cast<std::int32_t>(o.op)};
+            }
+            store(header(rank_)->arrived, seq);
+            o.phase = 1;
+        }
+        if (o.phase == 1) {  // reduce once every rank's input is in place
+            for (int p = 0; p < size_; ++p) {
+                if (load(header(p)->arrived) < seq) return false;
+            }
+            if (o.segment == 0) check_agreement(o, seq);
+            std::vector<const void*> sources(static_cast<std::size_t>(size_));
+            if (o.small) {
+                for (int p = 0; p < size_; ++p) sources[static_cast<std::size_t>(p)] = slot(half, p);
+                reduce_sources(sources.data(), size_, o.recv + offset, nullptr, n, o.dtype, o.op);
+                o.phase = 0;
+                ++o.segment;
+                continue;
+            }
+            const std::size_t at = mine.begin * o.element;
+            for (int p = 0; p < size_; ++p) {
+                sources[static_cast<std::size_t>(p)] = p == rank_ ? o.send + offset + at : slot(half, p) + at;
+            }
+            reduce_sources(sources.data(), size_, o.recv + offset + at, result(half) + at, mine.length, o.dtype, o.op);
+            store(header(rank_)->reduced, seq);
+            o.phase = 2;
+        }
+        if (o.phase == 2) {  // collect the others' shares of the result
+            for (int p = 0; p < size_; ++p) {
+                if (load(header(p)->reduced) < seq) return false;
+            }
+            for (int p = 0; p < size_; ++p) {
+                if (p == rank_) continue;
+                const Share theirs = share_of(n, o.element, size_, p);
+                std::memcpy(o.recv + offset + theirs.begin * o.element, result(half) + theirs.begin * o.element,
+                            theirs.length * o.element);
+            }
+            o.phase = 0;
+            ++o.segment;
+        }
+    }
+    return true;
+}
+
+}  // namespace ccl_core::detail

@@ -1,0 +1,73 @@
+// Allreduce through one shared-memory segment, for communicators whose ranks all share a host.
+//
+// oneCCL's own path costs a few microseconds per call even inside a host, and its large-message path moves more
+// bytes than the reduction needs. Like DeepSpeed's and vLLM's CPU paths, ranks here copy into a shared segment and
+// reduce out of it:
+// - small messages: every rank copies its input into its slot; once all have arrived every rank reduces all slots
+//   (in rank order, so every rank computes the same bits). One synchronisation per call.
+// - large messages, segment by segment: every rank copies the parts the others reduce, reduces its own share of the
+//   segment (its input plus the others' slots) into its output and a shared result area, then copies the others'
+//   shares of the result. Two synchronisations per segment; the bytes moved stay near the memory floor.
+// Slots and result areas alternate between two halves by sequence number, so one call's writes never overlap a
+// slower peer's reads of the call before; monotonic counters per rank are the only synchronisation.
+//
+// Nothing blocks: progress() advances queued operations as far as the peers allow, and Request::test/wait drive it.
+// The segment is unlinked as soon as every rank mapped it, so a killed rank leaves nothing in /dev/shm.
+#pragma once
+
+#include <ccl_core/store.hpp>
+#include <ccl_core/types.hpp>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace ccl_core::detail {
+
+class ShmAllreduce {
+public:
+    struct Op;
+
+    // Maps a segment shared by all `size` ranks (all on this host). Collective over the store. Returns nullptr on
+    // every rank when shared memory is switched off (CCL_CORE_SHM=0) or when any rank could not map the segment.
+    static std::unique_ptr<ShmAllreduce> create(Store& store, int rank, int size, Milliseconds timeout);
+    ~ShmAllreduce();
+
+    // Queues an allreduce (avg reduces as sum; the caller divides). Ranks must queue the same calls in the same order.
+    std::shared_ptr<Op> start(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op);
+    // Advances queued operations in order; true once `op` is complete. Throws InvalidArgument when the ranks
+    // disagree on count, dtype or reduce op (every rank sees the disagreement).
+    bool progress(Op& op);
+    // Advances queued operations; waiting on any request of the communicator calls it, because a peer may be
+    // waiting for this rank's part of an allreduce while this rank waits for something else.
+    void drive();
+
+    std::size_t segment_bytes() const { return segment_bytes_; }
+    std::size_t small_limit() const { return small_limit_; }
+
+private:
+    ShmAllreduce(int rank, int size, void* base, std::size_t bytes, std::size_t segment_bytes, std::size_t small_limit);
+    void advance_queue();
+    bool advance(Op& op);
+    void check_agreement(const Op& op, std::uint64_t seq) const;
+    char* slot(int half, int rank) const;
+    char* result(int half) const;
+    struct RankHeader* header(int rank) const;
+
+    int rank_;
+    int size_;
+    char* base_;
+    std::size_t bytes_;
+    std::size_t segment_bytes_;  // per slot: the largest piece of a message moved per synchronisation
+    std::size_t small_limit_;    // messages up to this size take the one-synchronisation path
+    std::uint64_t next_seq_ = 1;
+    mutable std::mutex mutex_;
+    std::deque<std::shared_ptr<Op>> queue_;
+    std::atomic<std::size_t> pending_{0};
+};
+
+}  // namespace ccl_core::detail

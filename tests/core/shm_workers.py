@@ -1,0 +1,110 @@
+"""Per-rank bodies of the shared-memory allreduce tests (test_shm_allreduce.py)."""
+import hashlib
+
+import numpy as np
+
+import ccl_core
+from dtypes import FLOATING, close, decode, encode, kw, reduce_reference
+
+# element counts around the path boundaries: empty, tiny, odd, just past one segment, several segments
+# (the tests shrink the segment to 4 KiB and the one-synchronisation limit to 256 bytes)
+COUNTS = [0, 1, 37, 1025, 3 * 1024 + 17, 20_000]
+
+
+def _values(rank, n, dtype, seed):
+    rng = np.random.default_rng(seed * 101 + rank)
+    if dtype in FLOATING:  # small integers: exact in every float type, so results compare exactly
+        return rng.integers(-4, 5, n).astype(np.float64)
+    return rng.integers(1, 4, n).astype(np.float64)
+
+
+def sizes_dtypes_ops(comm):
+    """Every count x a dtype per family x every op, out of place and in place, against NumPy."""
+    bad = []
+    if not comm.shared_memory_allreduce:
+        return ["the shared-memory path is off although every rank is on this host"]
+    for i, n in enumerate(COUNTS):
+        for dtype in ["int8", "uint16", "int64", "float16", "bfloat16", "float32", "float64"]:
+            ops = ["sum", "prod", "min", "max"] + (["avg"] if dtype in FLOATING else [])
+            for op in ops:
+                inputs = [_values(r, n, dtype, i) for r in range(comm.size)]
+                if op == "prod":
+                    inputs = [np.where(x == 0, 1, np.clip(x, -2, 2)) for x in inputs]
+                want = reduce_reference(inputs, op)
+                send = encode(inputs[comm.rank], dtype)
+                recv = np.full_like(send, 7)
+                comm.allreduce(send, recv, op=op, **kw(dtype))
+                if not close(decode(recv, dtype), want, dtype, op):
+                    bad.append(f"n={n} {dtype} {op}: {decode(recv, dtype)[:4]} != {want[:4]}")
+                if not np.array_equal(send, encode(inputs[comm.rank], dtype)):
+                    bad.append(f"n={n} {dtype} {op}: the send buffer was modified")
+                buf = encode(inputs[comm.rank], dtype)
+                comm.allreduce(buf, op=op, **kw(dtype))
+                if not close(decode(buf, dtype), want, dtype, op):
+                    bad.append(f"n={n} {dtype} {op} in place: {decode(buf, dtype)[:4]} != {want[:4]}")
+    return bad
+
+
+def same_bits_everywhere(comm):
+    """Random floats (rounding depends on the order of the sum): every rank must hold the same bits."""
+    digests = []
+    for n in COUNTS:
+        for dtype in [np.float32, np.float16]:
+            x = np.random.default_rng(comm.rank + 10 * n).standard_normal(n).astype(dtype)
+            comm.allreduce(x)
+            digests.append(hashlib.sha256(x.tobytes()).hexdigest())
+    return digests
+
+
+def waits_out_of_order(comm):
+    """Async allreduces interleaved with oneCCL collectives, waited for in reverse order."""
+    bad = []
+    reduced = [np.full(5000, comm.rank + i, np.float32) for i in range(3)]
+    gathered = [np.zeros(comm.size, np.int32) for _ in range(3)]
+    reqs = []
+    for i in range(3):
+        reqs.append(comm.allreduce(reduced[i], async_op=True))
+        reqs.append(comm.allgather(np.array([comm.rank + i], np.int32), gathered[i], async_op=True))
+    for req in reversed(reqs):
+        req.wait(timeout=30)
+    for i in range(3):
+        if not np.all(reduced[i] == sum(r + i for r in range(comm.size))):
+            bad.append(f"allreduce {i}: {reduced[i][0]}")
+        if list(gathered[i]) != [r + i for r in range(comm.size)]:
+            bad.append(f"allgather {i}: {list(gathered[i])}")
+    return bad
+
+
+def disagreeing_counts(comm):
+    """Rank 0 reduces 10 elements, the others 20: every rank must say so, and the communicator is unusable."""
+    x = np.ones(10 if comm.rank == 0 else 20, np.float32)
+    try:
+        comm.allreduce(x)
+        return "no error"
+    except ccl_core.InvalidArgumentError as e:
+        message = str(e)
+    try:
+        comm.allreduce(np.ones(4, np.float32))
+        return "communicator still usable after the disagreement"
+    except ccl_core.CommunicatorAbortedError:
+        pass
+    return message
+
+
+def path_in_use(comm):
+    x = np.ones(100, np.float64)
+    comm.allreduce(x)
+    return comm.shared_memory_allreduce, float(x[0])
+
+
+def subgroup_paths(comm):
+    """Sub-groups on one host take the shared-memory path too, each with its own segment."""
+    out = []
+    for ranks in ([0, 1], [comm.size - 1, 0], list(range(comm.size))):
+        sub = comm.subgroup(ranks)
+        if sub is None:
+            continue
+        x = np.full(70_000, comm.rank, np.int64)  # past the one-synchronisation limit
+        sub.allreduce(x)
+        out.append((ranks, sub.shared_memory_allreduce, bool(np.all(x == sum(ranks)))))
+    return out

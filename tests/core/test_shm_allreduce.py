@@ -1,0 +1,64 @@
+"""ccl-core's shared-memory allreduce (ranks on one host): correctness on every path, agreement between ranks,
+fall-back switch, and errors. The generic collective tests (test_collectives.py) run through it as well."""
+import pytest
+
+import collective_workers
+import shm_workers
+from ranks import run_ranks
+
+SMALL_SEGMENTS = {"CCL_CORE_SHM_SEGMENT_BYTES": "4096", "CCL_CORE_SHM_SMALL_BYTES": "256"}
+
+
+@pytest.fixture
+def small_segments(monkeypatch):
+    """Tiny segments and thresholds, so that small test buffers cross every path boundary."""
+    for key, value in SMALL_SEGMENTS.items():
+        monkeypatch.setenv(key, value)
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_every_count_dtype_and_op_matches_numpy(small_segments, size):
+    per_rank = run_ranks(shm_workers.sizes_dtypes_ops, size)
+    problems = [f"rank {r}: {m}" for r, bad in enumerate(per_rank) for m in bad]
+    assert not problems, "\n".join(problems[:20])
+
+
+def test_default_segments_match_numpy():
+    per_rank = run_ranks(collective_workers.allreduce, 2)
+    assert per_rank == [[], []]
+    per_rank = run_ranks(shm_workers.sizes_dtypes_ops, 2)
+    assert per_rank == [[], []]
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_every_rank_gets_the_same_bits(small_segments, size):
+    digests = run_ranks(shm_workers.same_bits_everywhere, size)
+    assert all(d == digests[0] for d in digests)
+
+
+def test_async_allreduce_waited_out_of_order_with_oneccl_ops(small_segments):
+    assert run_ranks(shm_workers.waits_out_of_order, 3) == [[], [], []]
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_disagreeing_counts_raise_on_every_rank(size):
+    messages = run_ranks(shm_workers.disagreeing_counts, size)
+    for rank, message in enumerate(messages):
+        assert "disagree" in message and "10 float32" in message and "20 float32" in message, (rank, message)
+
+
+def test_switched_off_by_environment(monkeypatch):
+    monkeypatch.setenv("CCL_CORE_SHM", "0")
+    assert run_ranks(shm_workers.path_in_use, 2) == [(False, 2.0), (False, 2.0)]
+
+
+def test_switched_on_by_default():
+    assert run_ranks(shm_workers.path_in_use, 3) == [(True, 3.0)] * 3
+
+
+def test_subgroups_take_the_path():
+    per_rank = run_ranks(shm_workers.subgroup_paths, 3)
+    for results in per_rank:
+        for ranks, shm, correct in results:
+            assert shm and correct, (ranks, shm, correct)
+    assert len(per_rank[0]) == 3 and len(per_rank[1]) == 2 and len(per_rank[2]) == 2
