@@ -42,21 +42,30 @@ void Request::wait(std::optional<std::chrono::milliseconds> timeout, const std::
     const auto start = std::chrono::steady_clock::now();
     const auto deadline = start + limit;
     auto next_callback = start + std::chrono::milliseconds(50);
-    // Spin first (small messages complete in microseconds). Then give the core away: yield when every rank
-    // has a core of its own, sleep briefly when ranks outnumber cores (a yield rarely lets a peer on another
-    // run queue in, and without oneCCL's worker thread a peer progresses only while it runs).
+    // Spin first: small messages complete in microseconds. Then give the core away:
+    // - when every rank has a core of its own, yield between polls. Sleeping would be worse: the scheduler tends
+    //   to wake a sleeper on its waker's core, and two ranks sharing a core hand it back and forth at every step.
+    //   Ranks that keep polling look busy, and the load balancer keeps them on cores of their own.
+    // - when ranks outnumber cores, sleep: shared-memory operations on a futex until a peer publishes progress,
+    //   oneCCL operations in short naps (without oneCCL's worker thread a peer progresses only while it runs).
+    // - shared-memory operations also sleep once a wait has lasted a millisecond: the peer is busy elsewhere.
     const bool oversubscribed = state_->comm->oversubscribed;
-    const unsigned spins = oversubscribed ? 16 : 2000;
+    detail::ShmAllreduce* shm = state_->shm_op ? state_->comm->shm.get() : nullptr;
+    const auto spin_until = start + std::chrono::microseconds(oversubscribed ? 2 : 50);
+    const auto yield_until = oversubscribed ? start : start + std::chrono::milliseconds(shm ? 1 : limit.count());
     constexpr auto kNap = std::chrono::microseconds(20);
+    bool spinning = true;
     for (unsigned i = 0;; ++i) {
         if (test()) return;
-        if (i >= spins) {
-            if (oversubscribed) std::this_thread::sleep_for(kNap);
-            else ::sched_yield();
-        }
-        if (!oversubscribed && (i & 63) != 0) continue;
+        if (spinning && (i & 15) != 0) continue;
         const auto now = std::chrono::steady_clock::now();
         if (now >= deadline) break;
+        spinning = spinning && now < spin_until;
+        if (!spinning) {
+            if (now < yield_until) ::sched_yield();
+            else if (shm) shm->sleep_unless([this] { return test(); }, std::chrono::milliseconds(10));
+            else std::this_thread::sleep_for(kNap);
+        }
         if (every_50ms && now >= next_callback) {
             next_callback = now + std::chrono::milliseconds(50);
             try {

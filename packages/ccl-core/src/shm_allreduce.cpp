@@ -11,6 +11,10 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <ctime>
+#include <climits>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -32,7 +36,6 @@ std::size_t env_bytes(const char* name, std::size_t fallback) {
 std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
 
 std::uint64_t load(const std::uint64_t& v) { return __atomic_load_n(&v, __ATOMIC_ACQUIRE); }
-void store(std::uint64_t& v, std::uint64_t x) { __atomic_store_n(&v, x, __ATOMIC_RELEASE); }
 
 Bytes text(const std::string& s) { return Bytes(s.begin(), s.end()); }
 std::string text(const Bytes& b) { return std::string(b.begin(), b.end()); }
@@ -55,7 +58,9 @@ struct RankHeader {
 };
 
 struct SegmentHeader {
-    std::uint64_t token;  // proves that every rank mapped the same segment
+    std::uint64_t token;   // proves that every rank mapped the same segment
+    alignas(kLine) std::uint32_t generation;  // bumped after every published counter: the futex word
+    std::uint32_t sleepers;  // ranks sleeping on it, so that publishing costs no system call when nobody sleeps
 };
 
 struct ShmAllreduce::Op {
@@ -155,6 +160,32 @@ ShmAllreduce::ShmAllreduce(int rank, int size, void* base, std::size_t bytes, st
       small_limit_(small_limit) {}
 
 ShmAllreduce::~ShmAllreduce() { ::munmap(base_, bytes_); }
+
+SegmentHeader* ShmAllreduce::segment_header() const { return reinterpret_cast<SegmentHeader*>(base_); }
+
+// Counter first, then the generation, then the check for sleepers (all sequentially consistent): a rank that
+// registered as a sleeper either sees the new counter when it re-checks, or is woken.
+void ShmAllreduce::publish(std::uint64_t& counter, std::uint64_t seq) {
+    __atomic_store_n(&counter, seq, __ATOMIC_SEQ_CST);
+    SegmentHeader* h = segment_header();
+    __atomic_add_fetch(&h->generation, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&h->sleepers, __ATOMIC_SEQ_CST) != 0) {
+        ::syscall(SYS_futex, &h->generation, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+    }
+}
+
+void ShmAllreduce::sleep_unless(const std::function<bool()>& ready, std::chrono::microseconds limit) {
+    SegmentHeader* h = segment_header();
+    const std::uint32_t seen = __atomic_load_n(&h->generation, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&h->sleepers, 1, __ATOMIC_SEQ_CST);
+    struct Leave {
+        std::uint32_t* sleepers;
+        ~Leave() { __atomic_sub_fetch(sleepers, 1, __ATOMIC_SEQ_CST); }
+    } leave{&h->sleepers};
+    if (ready()) return;
+    timespec t{static_cast<time_t>(limit.count() / 1000000), static_cast<long>(limit.count() % 1000000) * 1000};
+    ::syscall(SYS_futex, &h->generation, FUTEX_WAIT, seen, &t, nullptr, 0);
+}
 
 RankHeader* ShmAllreduce::header(int rank) const {
     return reinterpret_cast<RankHeader*>(base_ + round_up(sizeof(SegmentHeader), kLine)) + rank;
@@ -256,7 +287,7 @@ bool ShmAllreduce::advance(Op& o) {
                 header(rank_)->described[half] = {seq, o.count, static_cast<std::int32_t>(o.dtype),
                                                   static_cast<std::int32_t>(o.op)};
             }
-            store(header(rank_)->arrived, seq);
+            publish(header(rank_)->arrived, seq);
             o.phase = 1;
         }
         if (o.phase == 1) {  // reduce once every rank's input is in place
@@ -277,7 +308,7 @@ bool ShmAllreduce::advance(Op& o) {
                 sources[static_cast<std::size_t>(p)] = p == rank_ ? o.send + offset + at : slot(half, p) + at;
             }
             reduce_sources(sources.data(), size_, o.recv + offset + at, result(half) + at, mine.length, o.dtype, o.op);
-            store(header(rank_)->reduced, seq);
+            publish(header(rank_)->reduced, seq);
             o.phase = 2;
         }
         if (o.phase == 2) {  // collect the others' shares of the result

@@ -19,9 +19,11 @@
 #include <ccl_core/types.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -45,6 +47,10 @@ public:
     // Advances queued operations; waiting on any request of the communicator calls it, because a peer may be
     // waiting for this rank's part of an allreduce while this rank waits for something else.
     void drive();
+    // Unless ready() (checked after registering as a sleeper, so that nothing published meanwhile is missed), sleeps
+    // until any rank publishes progress in the segment, or for at most `limit`. Waiting ranks sleep on a futex
+    // instead of spinning, so that a peer sharing the core runs at once (ranks may outnumber cores).
+    void sleep_unless(const std::function<bool()>& ready, std::chrono::microseconds limit);
 
     std::size_t segment_bytes() const { return segment_bytes_; }
     std::size_t small_limit() const { return small_limit_; }
@@ -57,6 +63,8 @@ private:
     char* slot(int half, int rank) const;
     char* result(int half) const;
     struct RankHeader* header(int rank) const;
+    struct SegmentHeader* segment_header() const;
+    void publish(std::uint64_t& counter, std::uint64_t seq);
 
     int rank_;
     int size_;
