@@ -81,6 +81,14 @@ for g_index, g in enumerate(inside):
         dist.all_reduce(y, group=g)
         result["inside_sum"] = y.item()
 
+def shm_path(group):
+    return group is not None and group.rank() >= 0 and \
+        group._get_backend(torch.device("cpu")).shared_memory_allreduce
+
+
+result["world_shm"] = shm_path(dist.group.WORLD)
+result["cross_shm"] = shm_path(cross) if rank in (0, size - 1) else None
+result["inside_shm"] = shm_path(inside[rank // local]) if inside else None
 nbytes = 16 << 20
 result["cross_traffic"] = traffic_of_allreduce(cross if rank in (0, size - 1) else None, iface, nbytes)
 if inside:

@@ -46,6 +46,7 @@ def test_one_rank_per_host(hosts, tmp_path):
         assert r["problems"] == []
         assert r["ddp_max_diff"] < 1e-6 and r["ddp_ranks_agree"]
         assert r["cross_sum"] == 3.0
+        assert r["world_shm"] is False and r["cross_shm"] is False  # spans hosts: oneCCL carries allreduce
         # the 16 MiB allreduce between hosts went over the veth (both directions counted)
         assert r["cross_traffic"]["veth"] >= MiB16
 
@@ -58,8 +59,10 @@ def test_two_ranks_per_host_with_groups_across_and_inside(hosts, tmp_path, launc
         assert r["problems"] == [], r["problems"]
         assert r["ddp_max_diff"] < 1e-6 and r["ddp_ranks_agree"]
         assert r["inside_sum"] == (3.0 if rank < 2 else 7.0)
-        # inside a host: neither the veth nor loopback carried the 16 MiB, so it went through shared memory
+        # inside a host: ccl-core's shared-memory allreduce, and neither the veth nor loopback carried the 16 MiB
+        assert r["inside_shm"] is True and r["world_shm"] is False
         assert r["inside_traffic"]["veth"] < MiB16 // 16 and r["inside_traffic"]["lo"] < MiB16 // 16, r["inside_traffic"]
     for rank in (0, 3):
         assert results[rank]["cross_sum"] == 5.0
+        assert results[rank]["cross_shm"] is False
         assert results[rank]["cross_traffic"]["veth"] >= MiB16

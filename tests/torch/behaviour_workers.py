@@ -160,3 +160,27 @@ def bad_input(rank, size):
     dist.all_reduce(t)
     results["still works"] = t.tolist()
     return results
+
+
+def allreduce_path(rank, size):
+    """Which path the ccl backend's allreduce took, and its result (large enough for the segmented path)."""
+    import torch
+    import torch.distributed as dist
+
+    t = torch.full((3_000_000,), float(rank + 1))
+    dist.all_reduce(t)
+    avg = torch.full((1000,), float(rank))
+    dist.all_reduce(avg, op=dist.ReduceOp.AVG)
+    backend = dist.group.WORLD._get_backend(torch.device("cpu"))
+    return backend.shared_memory_allreduce, bool((t == sum(range(1, size + 1))).all()), avg[0].item()
+
+
+def mismatched_allreduce_sizes(rank, size):
+    import torch
+    import torch.distributed as dist
+
+    try:
+        dist.all_reduce(torch.ones(4 if rank == 0 else 8))
+        return "no error"
+    except Exception as e:  # noqa: BLE001 - the test checks type and message
+        return f"{type(e).__name__}: {e}"

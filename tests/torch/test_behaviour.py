@@ -61,3 +61,17 @@ def test_bad_input_raises_clear_errors_on_every_rank():
         assert results["dtype mix"].startswith("TypeError") and "one dtype" in results["dtype mix"]
         assert "no error" not in results["sparse"]
         assert results["still works"] == [2.0, 2.0]
+
+
+def test_allreduce_takes_the_shared_memory_path_on_one_host():
+    assert run_in_group(w.allreduce_path, 3) == [(True, True, 1.0)] * 3
+
+
+def test_shared_memory_path_can_be_switched_off(monkeypatch):
+    monkeypatch.setenv("CCL_CORE_SHM", "0")
+    assert run_in_group(w.allreduce_path, 2) == [(False, True, 0.5)] * 2
+
+
+def test_mismatched_allreduce_sizes_raise_on_every_rank_without_debug_mode():
+    for message in run_in_group(w.mismatched_allreduce_sizes, 2, timeout=20):
+        assert "disagree" in message and "4 float32" in message and "8 float32" in message, message

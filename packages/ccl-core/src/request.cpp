@@ -48,9 +48,14 @@ void Request::wait(std::optional<std::chrono::milliseconds> timeout, const std::
     //   Ranks that keep polling look busy, and the load balancer keeps them on cores of their own.
     // - when ranks outnumber cores, sleep: shared-memory operations on a futex until a peer publishes progress,
     //   oneCCL operations in short naps (without oneCCL's worker thread a peer progresses only while it runs).
-    // - shared-memory operations also sleep once a wait has lasted a millisecond: the peer is busy elsewhere.
+    // - shared-memory operations also sleep once a wait has lasted a millisecond (the peer is busy elsewhere).
+    // - any operation sleeps at once when a peer last noted this core as its own (ranks of an all-local group note
+    //   their cores in the shared segment while they wait): the peer cannot progress until this rank gives the core
+    //   away, and a yield hands it over only after ~100-300 µs here.
     const bool oversubscribed = state_->comm->oversubscribed;
     detail::ShmAllreduce* shm = state_->shm_op ? state_->comm->shm.get() : nullptr;
+    detail::ShmAllreduce* board = state_->comm->shm.get();  // where same-host ranks note their cores
+    if (board) board->note_my_core();
     const auto spin_until = start + std::chrono::microseconds(oversubscribed ? 2 : 50);
     const auto yield_until = oversubscribed ? start : start + std::chrono::milliseconds(shm ? 1 : limit.count());
     constexpr auto kNap = std::chrono::microseconds(20);
@@ -61,10 +66,13 @@ void Request::wait(std::optional<std::chrono::milliseconds> timeout, const std::
         const auto now = std::chrono::steady_clock::now();
         if (now >= deadline) break;
         spinning = spinning && now < spin_until;
-        if (!spinning) {
-            if (now < yield_until) ::sched_yield();
+        // a peer on this core cannot run while this rank polls (the scheduler often leaves two ranks on one core)
+        if (board) board->note_my_core();
+        const bool share_core = board && board->peer_on_my_core();
+        if (!spinning || share_core) {
+            if (now < yield_until && !share_core) ::sched_yield();
             else if (shm) shm->sleep_unless([this] { return test(); }, std::chrono::milliseconds(10));
-            else std::this_thread::sleep_for(kNap);
+            else std::this_thread::sleep_for(kNap);  // oneCCL publishes nothing to sleep on
         }
         if (every_50ms && now >= next_callback) {
             next_callback = now + std::chrono::milliseconds(50);

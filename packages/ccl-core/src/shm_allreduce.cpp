@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <sched.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <ctime>
@@ -54,6 +55,7 @@ struct OpDescription {
 struct RankHeader {
     alignas(kLine) std::uint64_t arrived;  // last sequence number whose input this rank has placed
     alignas(kLine) std::uint64_t reduced;  // last sequence number whose share this rank has reduced
+    std::int32_t core;                     // the cpu this rank ran on when it last published
     alignas(kLine) OpDescription described[2];
 };
 
@@ -116,7 +118,11 @@ std::unique_ptr<ShmAllreduce> ShmAllreduce::create(Store& store, int rank, int s
             base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         }
         if (fd >= 0) ::close(fd);
-        if (base != MAP_FAILED) static_cast<SegmentHeader*>(base)->token = token;
+        if (base != MAP_FAILED) {
+            static_cast<SegmentHeader*>(base)->token = token;
+            auto* ranks = reinterpret_cast<RankHeader*>(static_cast<char*>(base) + round_up(sizeof(SegmentHeader), kLine));
+            for (int r = 0; r < size; ++r) ranks[r].core = -1;  // unknown until a rank first publishes
+        }
         store.set("ccl_core/shm/name", text(base == MAP_FAILED ? std::string() : name + "\n" + std::to_string(token)));
         // Every rank reports before rank 0 unlinks; after that the segment lives exactly as long as its mappings.
         std::vector<std::string> reports;
@@ -166,6 +172,7 @@ SegmentHeader* ShmAllreduce::segment_header() const { return reinterpret_cast<Se
 // Counter first, then the generation, then the check for sleepers (all sequentially consistent): a rank that
 // registered as a sleeper either sees the new counter when it re-checks, or is woken.
 void ShmAllreduce::publish(std::uint64_t& counter, std::uint64_t seq) {
+    note_my_core();
     __atomic_store_n(&counter, seq, __ATOMIC_SEQ_CST);
     SegmentHeader* h = segment_header();
     __atomic_add_fetch(&h->generation, 1, __ATOMIC_SEQ_CST);
@@ -185,6 +192,16 @@ void ShmAllreduce::sleep_unless(const std::function<bool()>& ready, std::chrono:
     if (ready()) return;
     timespec t{static_cast<time_t>(limit.count() / 1000000), static_cast<long>(limit.count() % 1000000) * 1000};
     ::syscall(SYS_futex, &h->generation, FUTEX_WAIT, seen, &t, nullptr, 0);
+}
+
+void ShmAllreduce::note_my_core() { __atomic_store_n(&header(rank_)->core, ::sched_getcpu(), __ATOMIC_RELAXED); }
+
+bool ShmAllreduce::peer_on_my_core() const {
+    const int mine = ::sched_getcpu();
+    for (int p = 0; p < size_; ++p) {
+        if (p != rank_ && __atomic_load_n(&header(p)->core, __ATOMIC_RELAXED) == mine) return true;
+    }
+    return false;
 }
 
 RankHeader* ShmAllreduce::header(int rank) const {

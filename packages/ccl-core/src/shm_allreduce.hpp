@@ -51,6 +51,11 @@ public:
     // until any rank publishes progress in the segment, or for at most `limit`. Waiting ranks sleep on a futex
     // instead of spinning, so that a peer sharing the core runs at once (ranks may outnumber cores).
     void sleep_unless(const std::function<bool()>& ready, std::chrono::microseconds limit);
+    // True when another rank last published progress from the core this thread runs on. Two ranks on one core
+    // must not spin for each other: the one waiting sleeps, so the other gets the core at once.
+    bool peer_on_my_core() const;
+    // Records the core this rank runs on (also done at every publish), for peer_on_my_core() of the others.
+    void note_my_core();
 
     std::size_t segment_bytes() const { return segment_bytes_; }
     std::size_t small_limit() const { return small_limit_; }

@@ -23,7 +23,11 @@ PYBIND11_MODULE(_C, m) {
              }),
              py::arg("store"), py::arg("rank"), py::arg("size"),
              py::arg("timeout") = std::chrono::milliseconds(30 * 60 * 1000),
-             py::call_guard<py::gil_scoped_release>());
+             py::call_guard<py::gil_scoped_release>())
+        .def_property_readonly("shared_memory_allreduce",
+                               [](ccl_torch::ProcessGroupCCL& pg) { return pg.communicator().shared_memory_allreduce(); },
+                               "True when allreduce runs through ccl-core's shared-memory path (every rank of the "
+                               "group on this host) instead of oneCCL");
 
     m.def("_shutdown_completers", &ccl_torch::FutureCompleter::shutdown_all,
           "Stop the threads that complete futures (registered with atexit: they must stop while Python lives)");
