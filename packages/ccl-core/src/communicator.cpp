@@ -2,7 +2,7 @@
 
 #include "communicator_impl.hpp"
 #include "elementwise.hpp"
-#include "store_kvs.hpp"
+#include <ccl_core/oneccl/store_kvs.hpp>
 
 #include <algorithm>
 #include <fstream>
@@ -186,7 +186,7 @@ template <class Start>
 Request issue(const std::shared_ptr<Communicator::Impl>& c, const char* op, std::string peers, Start&& start,
               std::function<void()> finish = {}) {
     c->throw_if_aborted(op);
-    auto state = std::make_shared<Request::State>(c, op, std::move(peers));
+    auto state = std::make_shared<detail::EngineOperation>(c, op, std::move(peers));
     state->finish = std::move(finish);
     std::lock_guard<std::mutex> lock(detail::engine_mutex());
     try {
@@ -206,7 +206,7 @@ Request Communicator::allreduce(const void* send, void* recv, std::size_t count,
     check_reduction(name, dtype, op);
     if (impl_->shm) {
         impl_->throw_if_aborted(name);
-        auto state = std::make_shared<Request::State>(impl_, name, all_ranks(size()));
+        auto state = std::make_shared<detail::EngineOperation>(impl_, name, all_ranks(size()));
         state->finish = avg_finish(op, recv, count, dtype, size());
         state->shm_op = impl_->shm->start(send, recv, count, dtype, op);
         return Request(std::move(state));

@@ -4,7 +4,7 @@
 #include <ccl_core/communicator.hpp>
 #include <ccl_core/errors.hpp>
 
-#include "oneccl.hpp"
+#include <ccl_core/oneccl/convert.hpp>
 #include "shm_allreduce.hpp"
 #include "shm_cleanup.hpp"
 
@@ -72,10 +72,18 @@ public:
     }
 };
 
-class Request::State {
+namespace detail {
+
+// A request of this communicator: a oneCCL event or a shared-memory allreduce (request.cpp).
+class EngineOperation final : public PendingOperation {
 public:
-    State(std::shared_ptr<Communicator::Impl> comm, std::string op, std::string peers)
+    EngineOperation(std::shared_ptr<Communicator::Impl> comm, std::string op, std::string peers)
         : comm(std::move(comm)), op(std::move(op)), peers(std::move(peers)) {}
+
+    bool test() override;
+    void wait(std::optional<std::chrono::milliseconds> timeout, const std::function<void()>& every_50ms) override;
+    bool completed() const override;
+    const std::string& op_name() const override { return op; }
 
     std::shared_ptr<Communicator::Impl> comm;
     std::string op;     // "allreduce"
@@ -83,13 +91,15 @@ public:
     ccl::event event;                                 // an operation that oneCCL runs
     std::shared_ptr<detail::ShmAllreduce::Op> shm_op;  // or one that runs through shared memory
     std::function<void()> finish;  // runs once when the event completes (avg's division, ...)
-    std::mutex mutex;
+    mutable std::mutex mutex;
     bool done = false;
 
     // ccl::event's destructor waits for the operation; after a timeout it would wait forever.
-    ~State() {
+    ~EngineOperation() override {
         if (!done) new ccl::event(std::move(event));  // deliberately never destroyed
     }
 };
+
+}  // namespace detail
 
 }  // namespace ccl_core

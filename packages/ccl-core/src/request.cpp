@@ -6,11 +6,27 @@
 
 namespace ccl_core {
 
-Request::Request(std::shared_ptr<State> state) : state_(std::move(state)) {}
-
 bool Request::test() {
-    if (!state_) throw InvalidArgument("test() on an empty Request");
-    State& s = *state_;
+    if (!op_) throw InvalidArgument("test() on an empty Request");
+    return op_->test();
+}
+
+void Request::wait(std::optional<std::chrono::milliseconds> timeout, const std::function<void()>& every_50ms) {
+    if (!op_) throw InvalidArgument("wait() on an empty Request");
+    op_->wait(timeout, every_50ms);
+}
+
+bool Request::completed() const { return op_ && op_->completed(); }
+
+const std::string& Request::op_name() const {
+    static const std::string empty;
+    return op_ ? op_->op_name() : empty;
+}
+
+namespace detail {
+
+bool EngineOperation::test() {
+    EngineOperation& s = *this;
     std::lock_guard<std::mutex> lock(s.mutex);
     if (s.done) return true;
     s.comm->throw_if_aborted(s.op.c_str());
@@ -36,9 +52,8 @@ bool Request::test() {
     return true;
 }
 
-void Request::wait(std::optional<std::chrono::milliseconds> timeout, const std::function<void()>& every_50ms) {
-    if (!state_) throw InvalidArgument("wait() on an empty Request");
-    const auto limit = timeout.value_or(state_->comm->options.timeout);
+void EngineOperation::wait(std::optional<std::chrono::milliseconds> timeout, const std::function<void()>& every_50ms) {
+    const auto limit = timeout.value_or(comm->options.timeout);
     const auto start = std::chrono::steady_clock::now();
     const auto deadline = start + limit;
     auto next_callback = start + std::chrono::milliseconds(50);
@@ -52,9 +67,9 @@ void Request::wait(std::optional<std::chrono::milliseconds> timeout, const std::
     // - any operation sleeps at once when a peer last noted this core as its own (ranks of an all-local group note
     //   their cores in the shared segment while they wait): the peer cannot progress until this rank gives the core
     //   away, and a yield hands it over only after ~100-300 µs here.
-    const bool oversubscribed = state_->comm->oversubscribed;
-    detail::ShmAllreduce* shm = state_->shm_op ? state_->comm->shm.get() : nullptr;
-    detail::ShmAllreduce* board = state_->comm->shm.get();  // where same-host ranks note their cores
+    const bool oversubscribed = comm->oversubscribed;
+    detail::ShmAllreduce* shm = shm_op ? comm->shm.get() : nullptr;
+    detail::ShmAllreduce* board = comm->shm.get();  // where same-host ranks note their cores
     if (board) board->note_my_core();
     const auto spin_until = start + std::chrono::microseconds(oversubscribed ? 2 : 50);
     const auto yield_until = oversubscribed ? start : start + std::chrono::milliseconds(shm ? 1 : limit.count());
@@ -79,28 +94,24 @@ void Request::wait(std::optional<std::chrono::milliseconds> timeout, const std::
             try {
                 every_50ms();
             } catch (...) {
-                state_->comm->abort(state_->op + " was interrupted while waiting");
+                comm->abort(op + " was interrupted while waiting");
                 throw;
             }
         }
     }
-    const std::string reason = state_->op + " timed out after " + std::to_string(limit.count()) + " ms";
-    state_->comm->abort(reason);
-    throw Timeout(state_->op + " on " + state_->comm->describe() + " did not complete within " +
-                  std::to_string(limit.count()) + " ms; waiting for " + state_->peers +
-                  ": a peer died, hangs, or did not call " + state_->op +
+    const std::string reason = op + " timed out after " + std::to_string(limit.count()) + " ms";
+    comm->abort(reason);
+    throw Timeout(op + " on " + comm->describe() + " did not complete within " +
+                  std::to_string(limit.count()) + " ms; waiting for " + peers +
+                  ": a peer died, hangs, or did not call " + op +
                   ". The communicator is aborted; create a new one to continue.");
 }
 
-bool Request::completed() const {
-    if (!state_) return false;
-    std::lock_guard<std::mutex> lock(state_->mutex);
-    return state_->done;
+bool EngineOperation::completed() const {
+    std::lock_guard<std::mutex> lock(mutex);
+    return done;
 }
 
-const std::string& Request::op_name() const {
-    static const std::string empty;
-    return state_ ? state_->op : empty;
-}
+}  // namespace detail
 
 }  // namespace ccl_core

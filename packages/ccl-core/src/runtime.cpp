@@ -1,6 +1,6 @@
 #include <ccl_core/runtime.hpp>
 
-#include "oneccl.hpp"
+#include <ccl_core/oneccl/convert.hpp>
 #include "shm_cleanup.hpp"
 
 #include <climits>

@@ -1,11 +1,13 @@
 // Python binding of the ccl backend. Compiled with the pybind11 that torch bundles, so that c10d::Store,
 // c10d::Backend and intrusive_ptr holders are the very types torch.distributed uses.
+#include "device_plugins.hpp"
 #include "future_completer.hpp"
 #include "process_group_ccl.hpp"
 
 #include <torch/csrc/utils/pybind.h>
 
 #include <pybind11/chrono.h>
+#include <pybind11/stl.h>
 
 namespace py = pybind11;
 
@@ -29,6 +31,14 @@ PYBIND11_MODULE(_C, m) {
                                "True when allreduce runs through ccl-core's shared-memory path (every rank of the "
                                "group on this host) instead of oneCCL");
 
+    m.def("_register_device_plugin", [](const std::string& device, py::capsule capsule) {
+              TORCH_CHECK_VALUE(std::string(capsule.name() ? capsule.name() : "") == ccl_torch::kDevicePluginCapsule,
+                                "_register_device_plugin: expected a capsule named ", ccl_torch::kDevicePluginCapsule);
+              auto* plugin = capsule.get_pointer<std::shared_ptr<ccl_torch::DevicePlugin>>();
+              ccl_torch::register_device_plugin(c10::Device(device).type(), *plugin);
+          },
+          "Give the ccl backend a device type (called by plugins such as ccl-xpu; see ccl_torch/device_plugin.hpp)");
+    m.def("_device_plugins", &ccl_torch::device_plugins, "device type -> plugin, for the registered device plugins");
     m.def("_shutdown_completers", &ccl_torch::FutureCompleter::shutdown_all,
           "Stop the threads that complete futures (registered with atexit: they must stop while Python lives)");
 }

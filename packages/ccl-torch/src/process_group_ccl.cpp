@@ -1,6 +1,7 @@
 #include "process_group_ccl.hpp"
 
 #include "c10d_store.hpp"
+#include "device_plugins.hpp"
 #include "future_completer.hpp"
 #include "torch_errors.hpp"
 
@@ -59,12 +60,42 @@ ProcessGroupCCL::ProcessGroupCCL(const c10::intrusive_ptr<c10d::Store>& store, i
     ccl_core::CommunicatorOptions options;
     options.timeout = timeout;
     options.name = name;
-    comm_ = translate_errors([&] {
-        return ccl_core::Communicator::create(std::make_shared<C10dStore>(store), rank, size, options);
-    });
+    store_ = std::make_shared<C10dStore>(store);
+    comm_ = translate_errors([&] { return ccl_core::Communicator::create(store_, rank, size, options); });
 }
 
 ProcessGroupCCL::~ProcessGroupCCL() { completer_->shutdown(); }
+
+// The collectives for the op's device: ccl-core's communicator for CPU tensors, a plugin's for others (created
+// at the group's first op on that device; every rank gets there in the same op).
+ccl_core::Collectives& ProcessGroupCCL::engine_for(const char* op, const std::vector<at::Tensor>& inputs,
+                                                   const std::vector<at::Tensor>& outputs) {
+    const at::Tensor* first = nullptr;
+    for (const auto* list : {&inputs, &outputs}) {
+        for (const auto& t : *list) {
+            if (!t.defined()) continue;
+            if (!first) first = &t;
+            TORCH_CHECK_VALUE(t.device() == first->device(), op, ": every tensor must be on one device, got ",
+                              first->device(), " and ", t.device());
+        }
+    }
+    if (!first || first->device().is_cpu()) return *comm_;
+    const c10::Device device = first->device();
+    auto plugin = device_plugin(device.type());
+    TORCH_CHECK_VALUE(plugin, op, ": tensor is on ", device, "; this ccl backend serves CPU tensors",
+                      device.type() == c10::DeviceType::XPU ? " (install ccl-xpu for XPU tensors)" : "");
+    translate_errors([&] { plugin->check_usable(device); });
+    std::lock_guard<std::mutex> lock(device_mutex_);
+    auto& engine = device_engines_[device.type()];
+    if (!engine) {
+        ccl_core::CommunicatorOptions options = comm_->options();
+        options.name += std::string("/") + c10::DeviceTypeName(device.type(), true);
+        auto store = std::make_shared<ccl_core::PrefixStore>(std::string("ccl_torch/device/") +
+                                                             c10::DeviceTypeName(device.type(), true), store_);
+        engine = translate_errors([&] { return plugin->create(store, getRank(), getSize(), options, device); });
+    }
+    return *engine;
+}
 
 std::chrono::milliseconds ProcessGroupCCL::effective_timeout(std::chrono::milliseconds op_timeout) const {
     return op_timeout == c10d::kUnsetTimeout || op_timeout.count() <= 0 ? timeout_ : op_timeout;
@@ -77,8 +108,10 @@ c10::intrusive_ptr<CCLWork> ProcessGroupCCL::make_work(c10d::OpType type, const 
     // Profiler name as in the original bindings: "oneccl_bindings_for_pytorch::allreduce".
     static thread_local std::string title;
     title = std::string("oneccl_bindings_for_pytorch::") + op;
+    ccl_core::Collectives& on = engine_for(op, inputs, outputs);
     auto work = c10::make_intrusive<CCLWork>(getRank(), type, title.c_str(), inputs, std::move(outputs),
                                             effective_timeout(op_timeout), completer_);
+    work->set_engine(on);
     if (verbose_) {
         std::ostringstream line;
         line << "rank " << getRank() << "/" << getSize() << " " << op << " [" << tensor_list(inputs) << "]";
@@ -94,13 +127,13 @@ c10::intrusive_ptr<CCLWork> ProcessGroupCCL::make_work(c10d::OpType type, const 
 
 void ProcessGroupCCL::reduce_into(CCLWork& work, const char* op, at::Tensor& tensor, const c10d::ReduceOp& rop,
                                   int root) {
-    check_cpu_dense(tensor, op, "tensor");
+    check_dense(tensor, op, "tensor");
     Reduction plan = plan_reduction(rop, tensor.scalar_type(), op);
     if (plan.kind == ReduceKind::bitwise) {
         // Everyone gathers everyone's tensor, then reduces locally (oneCCL has no bitwise ops).
         Buffer in = input_buffer(tensor, op);
         at::Tensor gathered = at::empty({getSize(), tensor.numel()}, tensor.options());
-        work.add(translate_errors([&] { return comm_->allgather(in.data(), gathered.data_ptr(), in.count, in.dtype); }));
+        work.add(translate_errors([&] { return work.engine().allgather(in.data(), gathered.data_ptr(), in.count, in.dtype); }));
         work.keep_alive(in.tensor);
         work.finish_steps().push_back([plan, gathered, tensor]() mutable { bitwise_reduce(plan, gathered, tensor); });
         (void)root;
@@ -108,9 +141,17 @@ void ProcessGroupCCL::reduce_into(CCLWork& work, const char* op, at::Tensor& ten
     }
     Buffer buf = output_buffer(tensor, op, work.finish_steps());
     apply_premul(plan, buf.tensor);
+    if (!tensor.device().is_cpu() && plan.engine_op == ccl_core::ReduceOp::avg && (root < 0 || root == getRank())) {
+        // ccl-core divides host memory itself; on a device the division is a torch op on the device's stream
+        plan.engine_op = ccl_core::ReduceOp::sum;
+        const int size = getSize();
+        work.finish_steps().insert(work.finish_steps().begin(), [buf, size]() mutable { buf.tensor.div_(size); });
+    } else if (!tensor.device().is_cpu() && plan.engine_op == ccl_core::ReduceOp::avg) {
+        plan.engine_op = ccl_core::ReduceOp::sum;
+    }
     work.add(translate_errors([&] {
-        return root < 0 ? comm_->allreduce(buf.data(), buf.data(), buf.count, buf.dtype, plan.engine_op)
-                        : comm_->reduce(buf.data(), buf.data(), buf.count, buf.dtype, plan.engine_op, root);
+        return root < 0 ? work.engine().allreduce(buf.data(), buf.data(), buf.count, buf.dtype, plan.engine_op)
+                        : work.engine().reduce(buf.data(), buf.data(), buf.count, buf.dtype, plan.engine_op, root);
     }));
 }
 
@@ -147,24 +188,24 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::broadcast(std::vector<at::Tensor
                                                           const c10d::BroadcastOptions& opts) {
     const char* op = "broadcast";
     at::Tensor t = single(tensors, op);
-    check_cpu_dense(t, op, "tensor");
+    check_dense(t, op, "tensor");
     auto work = make_work(c10d::OpType::BROADCAST, op, tensors, tensors, opts.timeout);
     Buffer buf = output_buffer(t, op, work->finish_steps());
-    work->add(translate_errors([&] { return comm_->broadcast(buf.data(), buf.count, buf.dtype, static_cast<int>(opts.rootRank)); }));
+    work->add(translate_errors([&] { return work->engine().broadcast(buf.data(), buf.count, buf.dtype, static_cast<int>(opts.rootRank)); }));
     return work;
 }
 
 // ---- gathers ------------------------------------------------------------------------------------------------
 
 void ProcessGroupCCL::allgather_flat(CCLWork& work, const char* op, at::Tensor& output, const at::Tensor& input) {
-    check_cpu_dense(input, op, "input");
-    check_cpu_dense(output, op, "output");
+    check_dense(input, op, "input");
+    check_dense(output, op, "output");
     check_same_dtype(input, output, op);
     check_same_numel(output, input.numel() * getSize(), op, "output", "input's numel x group size");
     Buffer in = input_buffer(input, op);
     Buffer out = output_buffer(output, op, work.finish_steps());
     work.keep_alive(in.tensor);
-    work.add(translate_errors([&] { return comm_->allgather(in.data(), out.data(), in.count, in.dtype); }));
+    work.add(translate_errors([&] { return work.engine().allgather(in.data(), out.data(), in.count, in.dtype); }));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -195,7 +236,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allgather(std::vector<std::vecto
     TORCH_CHECK_VALUE(static_cast<int>(outs.size()) == getSize(), op, ": output list has ", outs.size(),
                       " tensors, expected one per rank (", getSize(), ")");
     for (auto& o : outs) {
-        check_cpu_dense(o, op, "output");
+        check_dense(o, op, "output");
         check_same_dtype(input, o, op);
         check_same_numel(o, input.numel(), op, "an output tensor", "same as input");
     }
@@ -234,7 +275,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::gather(std::vector<std::vector<a
                                                        const c10d::GatherOptions& opts) {
     const char* op = "gather";
     at::Tensor input = single(inputs, op);
-    check_cpu_dense(input, op, "input");
+    check_dense(input, op, "input");
     const int root = static_cast<int>(opts.rootRank);
     check_root(root, getSize(), op);
     std::vector<at::Tensor> outs;
@@ -243,7 +284,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::gather(std::vector<std::vector<a
                           ": the root needs a list of ", getSize(), " output tensors");
         outs = outputs[0];
         for (auto& o : outs) {
-            check_cpu_dense(o, op, "output");
+            check_dense(o, op, "output");
             check_same_dtype(input, o, op);
             check_same_numel(o, input.numel(), op, "an output tensor", "same as input");
         }
@@ -256,7 +297,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::gather(std::vector<std::vector<a
     work->keep_alive(in.tensor);
     at::Tensor flat = getRank() == root ? at::empty({input.numel() * getSize()}, input.options()) : at::Tensor();
     work->add(translate_errors([&] {
-        return comm_->gather(in.data(), flat.defined() ? flat.data_ptr() : nullptr, in.count, in.dtype, root);
+        return work->engine().gather(in.data(), flat.defined() ? flat.data_ptr() : nullptr, in.count, in.dtype, root);
     }));
     if (flat.defined()) {
         work->finish_steps().push_back([flat, outs, n = input.numel()]() mutable { split_into(flat, outs, n); });
@@ -269,7 +310,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::scatter(std::vector<at::Tensor>&
                                                         const c10d::ScatterOptions& opts) {
     const char* op = "scatter";
     at::Tensor output = single(outputs, op);
-    check_cpu_dense(output, op, "output");
+    check_dense(output, op, "output");
     const int root = static_cast<int>(opts.rootRank);
     check_root(root, getSize(), op);
     at::Tensor flat;
@@ -277,7 +318,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::scatter(std::vector<at::Tensor>&
         TORCH_CHECK_VALUE(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(), op,
                           ": the root needs a list of ", getSize(), " input tensors");
         for (auto& i : inputs[0]) {
-            check_cpu_dense(i, op, "input");
+            check_dense(i, op, "input");
             check_same_dtype(i, output, op);
             check_same_numel(i, output.numel(), op, "an input tensor", "same as output");
         }
@@ -292,7 +333,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::scatter(std::vector<at::Tensor>&
                           outputs, opts.timeout);
     Buffer out = output_buffer(output, op, work->finish_steps());
     work->add(translate_errors([&] {
-        return comm_->scatter(flat.defined() ? flat.data_ptr() : nullptr, out.data(), out.count, out.dtype, root);
+        return work->engine().scatter(flat.defined() ? flat.data_ptr() : nullptr, out.data(), out.count, out.dtype, root);
     }));
     if (flat.defined()) work->keep_alive(flat);
     return work;
@@ -302,15 +343,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::scatter(std::vector<at::Tensor>&
 
 void ProcessGroupCCL::reduce_scatter_flat(CCLWork& work, const char* op, at::Tensor& output, const at::Tensor& input,
                                           const c10d::ReduceOp& rop) {
-    check_cpu_dense(input, op, "input");
-    check_cpu_dense(output, op, "output");
+    check_dense(input, op, "input");
+    check_dense(output, op, "output");
     check_same_dtype(input, output, op);
     check_same_numel(input, output.numel() * getSize(), op, "input", "output's numel x group size");
     Reduction plan = plan_reduction(rop, input.scalar_type(), op);
     if (plan.kind == ReduceKind::bitwise) {
         Buffer in = input_buffer(input, op);
         at::Tensor gathered = at::empty({getSize(), input.numel()}, input.options());
-        work.add(translate_errors([&] { return comm_->allgather(in.data(), gathered.data_ptr(), in.count, in.dtype); }));
+        work.add(translate_errors([&] { return work.engine().allgather(in.data(), gathered.data_ptr(), in.count, in.dtype); }));
         const int64_t n = output.numel();
         work.keep_alive(in.tensor);
         work.finish_steps().push_back([plan, gathered, output, n, r = getRank()]() mutable {
@@ -326,7 +367,7 @@ void ProcessGroupCCL::reduce_scatter_flat(CCLWork& work, const char* op, at::Ten
     Buffer in = input_buffer(src, op);
     Buffer out = output_buffer(output, op, work.finish_steps());
     work.add(translate_errors([&] {
-        return comm_->reduce_scatter(in.data(), out.data(), out.count, out.dtype, plan.engine_op);
+        return work.engine().reduce_scatter(in.data(), out.data(), out.count, out.dtype, plan.engine_op);
     }));
     work.keep_alive(src);
 }
@@ -357,7 +398,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::reduce_scatter(std::vector<at::T
     TORCH_CHECK_VALUE(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(), op,
                       ": expects a list of ", getSize(), " input tensors (one per rank)");
     for (auto& i : inputs[0]) {
-        check_cpu_dense(i, op, "input");
+        check_dense(i, op, "input");
         check_same_dtype(i, output, op);
         check_same_numel(i, output.numel(), op, "an input tensor", "same as output");
     }
@@ -376,8 +417,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::alltoall_base(at::Tensor& output
                                                               std::vector<int64_t>& input_split_sizes,
                                                               const c10d::AllToAllOptions& opts) {
     const char* op = "alltoall_base";
-    check_cpu_dense(input, op, "input");
-    check_cpu_dense(output, op, "output");
+    check_dense(input, op, "input");
+    check_dense(output, op, "output");
     check_same_dtype(input, output, op);
     const int64_t size = getSize();
     auto counts = [&](const at::Tensor& t, const std::vector<int64_t>& splits, const char* which) {
@@ -404,7 +445,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::alltoall_base(at::Tensor& output
     auto work = make_work(c10d::OpType::ALLTOALL_BASE, op, {input}, {output}, opts.timeout);
     Buffer in = input_buffer(input, op);
     Buffer out = output_buffer(output, op, work->finish_steps());
-    work->add(translate_errors([&] { return comm_->alltoallv(in.data(), send_counts, out.data(), recv_counts, in.dtype); }));
+    work->add(translate_errors([&] { return work->engine().alltoallv(in.data(), send_counts, out.data(), recv_counts, in.dtype); }));
     work->keep_alive(in.tensor);
     return work;
 }
@@ -418,8 +459,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::alltoall(std::vector<at::Tensor>
     std::vector<std::size_t> send_counts, recv_counts;
     std::vector<at::Tensor> flats;
     for (int r = 0; r < getSize(); ++r) {
-        check_cpu_dense(inputs[r], op, "input");
-        check_cpu_dense(outputs[r], op, "output");
+        check_dense(inputs[r], op, "input");
+        check_dense(outputs[r], op, "output");
         check_same_dtype(inputs[0], inputs[r], op);
         check_same_dtype(inputs[0], outputs[r], op);
         const std::size_t scale = inputs[r].is_complex() ? 2 : 1;
@@ -434,7 +475,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::alltoall(std::vector<at::Tensor>
     auto work = make_work(c10d::OpType::ALLTOALL, op, inputs, outputs, opts.timeout);
     const auto dtype = core_dtype(in_flat.scalar_type(), op);
     work->add(translate_errors([&] {
-        return comm_->alltoallv(in_flat.data_ptr(), send_counts, out_flat.data_ptr(), recv_counts, dtype);
+        return work->engine().alltoallv(in_flat.data_ptr(), send_counts, out_flat.data_ptr(), recv_counts, dtype);
     }));
     work->keep_alive(in_flat);
     work->finish_steps().push_back([out_flat, outs = outputs]() mutable {
@@ -452,10 +493,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::alltoall(std::vector<at::Tensor>
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::send(std::vector<at::Tensor>& tensors, int dst_rank, int /*tag*/) {
     const char* op = "send";
     at::Tensor t = single(tensors, op);
-    check_cpu_dense(t, op, "tensor");
+    check_dense(t, op, "tensor");
     auto work = make_work(c10d::OpType::SEND, op, tensors, {}, c10d::kUnsetTimeout);
     Buffer buf = input_buffer(t, op);
-    work->add(translate_errors([&] { return comm_->send(buf.data(), buf.count, buf.dtype, dst_rank); }));
+    work->add(translate_errors([&] { return work->engine().send(buf.data(), buf.count, buf.dtype, dst_rank); }));
     work->keep_alive(buf.tensor);
     return work;
 }
@@ -463,10 +504,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::send(std::vector<at::Tensor>& te
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::recv(std::vector<at::Tensor>& tensors, int src_rank, int /*tag*/) {
     const char* op = "recv";
     at::Tensor t = single(tensors, op);
-    check_cpu_dense(t, op, "tensor");
+    check_dense(t, op, "tensor");
     auto work = make_work(c10d::OpType::RECV, op, tensors, tensors, c10d::kUnsetTimeout);
     Buffer buf = output_buffer(t, op, work->finish_steps());
-    work->add(translate_errors([&] { return comm_->recv(buf.data(), buf.count, buf.dtype, src_rank); }));
+    work->add(translate_errors([&] { return work->engine().recv(buf.data(), buf.count, buf.dtype, src_rank); }));
     return work;
 }
 
@@ -476,7 +517,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::recvAnysource(std::vector<at::Te
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::barrier(const c10d::BarrierOptions& opts) {
     auto work = make_work(c10d::OpType::BARRIER, "barrier", {}, {}, opts.timeout);
-    work->add(translate_errors([&] { return comm_->barrier(); }));
+    work->add(translate_errors([&] { return work->engine().barrier(); }));
     return work;
 }
 

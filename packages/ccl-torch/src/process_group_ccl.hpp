@@ -1,4 +1,4 @@
-// The `ccl` c10d backend for CPU tensors. Each op: check the arguments (errors name op and tensor), stage
+// The `ccl` c10d backend for CPU tensors (and other devices through plugins, see device_plugin.hpp). Each op: check the arguments (errors name op and tensor), stage
 // the buffers, issue on ccl-core, and return a CCLWork that finishes the result when the op completes.
 #pragma once
 
@@ -10,6 +10,8 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
+#include <map>
+#include <mutex>
 #include <memory>
 
 namespace ccl_torch {
@@ -82,7 +84,13 @@ private:
     void reduce_scatter_flat(CCLWork& work, const char* op, at::Tensor& output, const at::Tensor& input,
                              const c10d::ReduceOp& rop);
 
+    ccl_core::Collectives& engine_for(const char* op, const std::vector<at::Tensor>& inputs,
+                                      const std::vector<at::Tensor>& outputs);
+
+    std::shared_ptr<ccl_core::Store> store_;
     std::shared_ptr<ccl_core::Communicator> comm_;
+    std::mutex device_mutex_;
+    std::map<c10::DeviceType, std::shared_ptr<ccl_core::Collectives>> device_engines_;  // from device plugins
     std::chrono::milliseconds timeout_;
     std::shared_ptr<FutureCompleter> completer_;
     bool verbose_ = false;

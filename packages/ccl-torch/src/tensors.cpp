@@ -12,10 +12,8 @@ std::string describe(const at::Tensor& t) {
     return s.str();
 }
 
-void check_cpu_dense(const at::Tensor& t, const char* op, const char* what) {
+void check_dense(const at::Tensor& t, const char* op, const char* what) {
     TORCH_CHECK_VALUE(t.defined(), op, ": ", what, " is an undefined tensor");
-    TORCH_CHECK_VALUE(t.device().is_cpu(), op, ": ", what, " is on ", t.device(),
-                      "; the ccl backend of ccl-torch serves CPU tensors (install ccl-xpu for XPU tensors)");
     TORCH_CHECK_VALUE(t.layout() == at::kStrided, op, ": ", what, " has layout ", t.layout(),
                       "; only dense (strided) tensors are supported");
 }

@@ -24,8 +24,9 @@ struct Buffer {
     void* data() const { return tensor.data_ptr(); }
 };
 
-// Throws ValueError / TypeError naming `op` unless `t` is a dense CPU tensor.
-void check_cpu_dense(const at::Tensor& t, const char* op, const char* what);
+// Throws ValueError naming `op` unless `t` is a defined dense tensor (its device is checked when the op picks
+// the collectives for it: ProcessGroupCCL::engine_for).
+void check_dense(const at::Tensor& t, const char* op, const char* what);
 void check_same_dtype(const at::Tensor& a, const at::Tensor& b, const char* op);
 void check_same_numel(const at::Tensor& t, int64_t expected, const char* op, const char* what, const char* why);
 

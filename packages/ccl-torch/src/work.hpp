@@ -4,6 +4,7 @@
 
 #include "tensors.hpp"
 
+#include <ccl_core/collectives.hpp>
 #include <ccl_core/request.hpp>
 
 #include <ATen/core/ivalue.h>
@@ -26,6 +27,9 @@ public:
 
     // Adds a request this work waits for (issued in order; all complete before the finish steps run).
     void add(ccl_core::Request request) { requests_.push_back(std::move(request)); }
+    // The collectives this work's op runs on (CPU or a device plugin's), chosen when the work is made.
+    void set_engine(ccl_core::Collectives& engine) { engine_ = &engine; }
+    ccl_core::Collectives& engine() const { return *engine_; }
     FinishSteps& finish_steps() { return finish_; }
     // Tensors oneCCL reads or writes that the caller may drop before the op completes (temporaries).
     void keep_alive(const at::Tensor& t) { keep_.push_back(t); }
@@ -51,6 +55,7 @@ private:
     bool poll();                          // test every request; run finish steps when all are done
     void complete(std::exception_ptr error);
 
+    ccl_core::Collectives* engine_ = nullptr;
     std::vector<ccl_core::Request> requests_;
     FinishSteps finish_;
     std::vector<at::Tensor> outputs_;

@@ -1,7 +1,7 @@
-// A group of ranks and every collective on raw buffers with explicit dtype and reduce op.
-// All calls are asynchronous and return a Request; counts are in elements.
+// A group of ranks and every collective on raw host buffers (see collectives.hpp), bootstrapped through a store.
 #pragma once
 
+#include <ccl_core/collectives.hpp>
 #include <ccl_core/request.hpp>
 #include <ccl_core/store.hpp>
 #include <ccl_core/types.hpp>
@@ -21,7 +21,7 @@ struct CommunicatorOptions {
     std::string name = "default";
 };
 
-class Communicator {
+class Communicator final : public Collectives {
 public:
     class Impl;
 
@@ -31,8 +31,8 @@ public:
                                                 const CommunicatorOptions& options = {});
     ~Communicator();
 
-    int rank() const;
-    int size() const;
+    int rank() const override;
+    int size() const override;
     const CommunicatorOptions& options() const;
     // Ranks of this communicator on this host (by hostname and boot id) and whether they outnumber the cores
     // they may run on together (the union of their affinities); waiting then sleeps between polls.
@@ -45,26 +45,22 @@ public:
     bool aborted() const;
     void abort(const std::string& reason);
 
-    Request allreduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op);
-    Request reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root);
-    Request broadcast(void* buffer, std::size_t count, DType dtype, int root);
-    // recv holds size() * count elements, rank r's at offset r * count.
-    Request allgather(const void* send, void* recv, std::size_t count, DType dtype);
-    // recv holds sum(recv_counts) elements, rank r's after those of ranks < r.
+    // The collectives of collectives.hpp, on host memory.
+    Request allreduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) override;
+    Request reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root) override;
+    Request broadcast(void* buffer, std::size_t count, DType dtype, int root) override;
+    Request allgather(const void* send, void* recv, std::size_t count, DType dtype) override;
     Request allgatherv(const void* send, std::size_t send_count, void* recv,
-                       const std::vector<std::size_t>& recv_counts, DType dtype);
-    // send holds size() * recv_count elements; rank r receives the reduction of block r.
-    Request reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType dtype, ReduceOp op);
-    Request alltoall(const void* send, void* recv, std::size_t count, DType dtype);
+                       const std::vector<std::size_t>& recv_counts, DType dtype) override;
+    Request reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType dtype, ReduceOp op) override;
+    Request alltoall(const void* send, void* recv, std::size_t count, DType dtype) override;
     Request alltoallv(const void* send, const std::vector<std::size_t>& send_counts, void* recv,
-                      const std::vector<std::size_t>& recv_counts, DType dtype);
-    // recv (root only; ignored elsewhere) holds size() * count elements.
-    Request gather(const void* send, void* recv, std::size_t count, DType dtype, int root);
-    // send (root only; ignored elsewhere) holds size() * count elements.
-    Request scatter(const void* send, void* recv, std::size_t count, DType dtype, int root);
-    Request send(const void* buffer, std::size_t count, DType dtype, int peer);
-    Request recv(void* buffer, std::size_t count, DType dtype, int peer);
-    Request barrier();
+                      const std::vector<std::size_t>& recv_counts, DType dtype) override;
+    Request gather(const void* send, void* recv, std::size_t count, DType dtype, int root) override;
+    Request scatter(const void* send, void* recv, std::size_t count, DType dtype, int root) override;
+    Request send(const void* buffer, std::size_t count, DType dtype, int peer) override;
+    Request recv(void* buffer, std::size_t count, DType dtype, int peer) override;
+    Request barrier() override;
 
     // Communicator over `ranks` (ranks of this communicator, in the order that gives new ranks).
     // Collective over this communicator: every rank calls it; non-members get nullptr.

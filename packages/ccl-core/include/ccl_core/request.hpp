@@ -10,10 +10,20 @@
 
 namespace ccl_core {
 
+// What a Request waits for. ccl-core's communicator implements it over oneCCL events and its shared-memory
+// path; device plugins (ccl-xpu) implement it over their own completion events.
+class PendingOperation {
+public:
+    virtual ~PendingOperation() = default;
+    virtual bool test() = 0;
+    virtual void wait(std::optional<std::chrono::milliseconds> timeout, const std::function<void()>& every_50ms) = 0;
+    virtual bool completed() const = 0;
+    virtual const std::string& op_name() const = 0;
+};
+
 class Request {
 public:
-    class State;  // defined in src/request.cpp; holds the oneCCL event
-    explicit Request(std::shared_ptr<State> state);
+    explicit Request(std::shared_ptr<PendingOperation> op) : op_(std::move(op)) {}
     Request() = default;
 
     // True once the operation (and any finishing step such as avg's division) is done.
@@ -29,7 +39,7 @@ public:
     const std::string& op_name() const;
 
 private:
-    std::shared_ptr<State> state_;
+    std::shared_ptr<PendingOperation> op_;
 };
 
 }  // namespace ccl_core

@@ -27,6 +27,17 @@ from ._registration import register  # noqa: E402
 # The package directory: the original exposed it for its env/setvars.sh.
 cwd = _os.path.dirname(_os.path.abspath(__file__))
 
+
+def device_plugins() -> dict:
+    """Device types served through plugins, e.g. {'xpu': 'ccl-xpu 0.1.0 (...)'}; CPU is built in."""
+    return dict(_C._device_plugins())
+
+
+def get_include() -> str:
+    """Directory of ccl_torch/device_plugin.hpp, for building a device plugin."""
+    return _os.path.join(cwd, "include")
+
+
 register()
 
-__all__ = ["ProcessGroupCCL", "__version__", "built_with_torch", "cwd", "register"]
+__all__ = ["ProcessGroupCCL", "__version__", "built_with_torch", "cwd", "device_plugins", "get_include", "register"]

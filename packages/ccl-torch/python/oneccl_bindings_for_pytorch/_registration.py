@@ -27,8 +27,29 @@ def export_launcher_rank():
             return
 
 
+PLUGIN_GROUP = "oneccl_bindings_for_pytorch.device_plugins"
+
+
+def load_device_plugins() -> list:
+    """Let installed device plugins (entry points in PLUGIN_GROUP, e.g. ccl-xpu's `xpu`) register their device.
+    A broken plugin only warns: CPU collectives must keep working. Returns the device types now served."""
+    import warnings
+    from importlib.metadata import entry_points
+
+    from ._C import _device_plugins
+
+    for ep in entry_points(group=PLUGIN_GROUP):
+        try:
+            ep.load()()
+        except Exception as e:  # noqa: BLE001 - any failure of a plugin is reported, never raised
+            warnings.warn(f"ccl: device plugin {ep.name!r} ({ep.value}) failed to load and is skipped: "
+                          f"{type(e).__name__}: {e}", RuntimeWarning, stacklevel=2)
+    return sorted(_device_plugins())
+
+
 def register():
-    """Register backend 'ccl' for CPU tensors and expose torch.distributed.ProcessGroupCCL."""
+    """Register backend 'ccl' for CPU tensors (and the devices of installed plugins) and expose
+    torch.distributed.ProcessGroupCCL."""
     global _registered
     if _registered:
         return
@@ -40,7 +61,8 @@ def register():
 
     from ._C import _shutdown_completers
 
-    dist.Backend.register_backend("ccl", _create_backend, devices=["cpu"])
+    devices = ["cpu"] + load_device_plugins()
+    dist.Backend.register_backend("ccl", _create_backend, devices=devices)
     atexit.register(_shutdown_completers)
     dist.ProcessGroupCCL = ProcessGroupCCL
     export_launcher_rank()

@@ -4,7 +4,7 @@
 
 #include <ccl_core/store.hpp>
 
-#include "oneccl.hpp"
+#include <ccl_core/oneccl/convert.hpp>
 
 #include <memory>
 

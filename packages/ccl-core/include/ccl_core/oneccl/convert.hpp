@@ -1,4 +1,5 @@
-// The one place that includes oneCCL's header and converts our enums to its enums.
+// The one place that includes oneCCL's header and converts our enums to its enums. Under ccl_core/oneccl/ because
+// only packages built against oneCCL itself (ccl-core, ccl-xpu) may include it; the other headers never do.
 #pragma once
 
 #include <ccl_core/types.hpp>
