@@ -6,6 +6,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "torch"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "core"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "multihost"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "xpu"))
 
 import pytest  # noqa: E402
 

@@ -112,3 +112,23 @@ def test_wait_gdb_switch_waits_for_a_debugger(tmp_path):
     p.send_signal(signal.SIGKILL)
     p.wait()
     assert f"gdb -p {p.pid}" in line and still_waiting
+
+
+def test_a_broken_device_plugin_only_warns(tmp_path):
+    """A plugin (entry point in oneccl_bindings_for_pytorch.device_plugins) that fails to load must not break
+    `import torch` or CPU collectives: it is skipped with a warning that names it."""
+    (tmp_path / "broken_ccl_plugin.py").write_text("def register():\n    raise ImportError('libsycl.so.9: cannot open')\n")
+    info = tmp_path / "broken_ccl_plugin-0.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-ccl-plugin\nVersion: 0.0\n")
+    (info / "entry_points.txt").write_text("[oneccl_bindings_for_pytorch.device_plugins]\n"
+                                           "brokendev = broken_ccl_plugin:register\n")
+    code = ("import torch, torch.distributed as dist\n"
+            f"dist.init_process_group('ccl', init_method='file://{tmp_path}/rdv', rank=0, world_size=1)\n"
+            "t = torch.ones(3); dist.all_reduce(t); print(t.tolist(), dist.Backend.backend_capability['ccl'])\n"
+            "dist.destroy_process_group()\n")
+    env = dict(clean_env(), PYTHONPATH=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip() == "[1.0, 1.0, 1.0] ['cpu']", out.stdout
+    assert "device plugin 'brokendev'" in out.stderr and "libsycl.so.9: cannot open" in out.stderr, out.stderr

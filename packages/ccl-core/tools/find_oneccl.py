@@ -1,11 +1,20 @@
 """Print oneCCL's include and library directories (one per line) for meson.
 
-With a prefix argument, use that installation (e.g. a oneAPI install); otherwise the PyPI wheels
-oneccl-cpu (libccl.so.1) and oneccl-cpu-devel (oneapi/ccl.hpp) installed in this Python environment.
+With a prefix argument, use that installation (e.g. a oneAPI install); otherwise the PyPI wheels installed in this
+Python environment: oneccl-cpu (libccl.so.1) and oneccl-cpu-devel (oneapi/ccl.hpp), or the SYCL-enabled oneccl and
+oneccl-devel that an Intel GPU set-up (ccl-xpu) installs instead.
 """
 import sys
 from importlib import metadata
 from pathlib import Path
+
+
+def installed(dist_name: str) -> bool:
+    try:
+        metadata.distribution(dist_name)
+        return True
+    except metadata.PackageNotFoundError:
+        return False
 
 
 def find_in_wheel(dist_name: str, file_name: str) -> Path:
@@ -27,8 +36,9 @@ def main() -> None:
         if not (include / "oneapi" / "ccl.hpp").is_file():
             sys.exit(f"find_oneccl: {include}/oneapi/ccl.hpp does not exist")
     else:
-        include = find_in_wheel("oneccl-cpu-devel", "ccl.hpp").parent.parent
-        lib = find_in_wheel("oneccl-cpu", "libccl.so.1").parent
+        runtime, devel = ("oneccl-cpu", "oneccl-cpu-devel") if installed("oneccl-cpu") else ("oneccl", "oneccl-devel")
+        include = find_in_wheel(devel, "ccl.hpp").parent.parent
+        lib = find_in_wheel(runtime, "libccl.so.1").parent
     print(include)
     print(lib)
 

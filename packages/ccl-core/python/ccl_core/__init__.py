@@ -18,7 +18,8 @@ from ._version import __version__
 try:
     from . import _ccl_core
 except ImportError:
-    # RPATH did not reach oneCCL (unusual install layout): load it by full path, then retry.
+    # RPATH did not reach oneCCL (unusual install layout, or the SYCL-enabled oneCCL, whose own dependencies only
+    # the loader finds): load it by full path, then retry.
     from ._loader import preload_oneccl
 
     if preload_oneccl() is None:

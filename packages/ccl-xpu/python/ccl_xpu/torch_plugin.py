@@ -1,0 +1,37 @@
+"""The `xpu` device of the `ccl` backend. ccl-torch calls register() at import time through the entry point
+`oneccl_bindings_for_pytorch.device_plugins: xpu`; the C++ side (_torch_plugin) calls back into the helpers below
+for what only torch's Python API offers on a CPU-only torch build (no libc10_xpu to link against)."""
+from __future__ import annotations
+
+import ccl_xpu
+
+
+def register() -> None:
+    from oneccl_bindings_for_pytorch import _C
+
+    from . import _torch_plugin
+
+    _C._register_device_plugin("xpu", _torch_plugin.capsule(ccl_xpu.__version__))
+
+
+def check_usable(index: int) -> None:
+    """Raise, saying what is missing, unless XPU tensors of device `index` can take part in collectives here."""
+    import torch
+
+    if not hasattr(torch, "xpu") or not torch.xpu.is_available():
+        raise RuntimeError(
+            "ccl-xpu: no XPU is available to this process: torch.xpu.is_available() is False (a CPU-only torch "
+            "build, no Intel GPU, or no GPU driver); XPU tensors need an XPU build of torch on an Intel GPU machine")
+    problem = ccl_xpu.device_path_problem()
+    if problem:
+        raise RuntimeError(f"ccl-xpu: {problem}")
+    if index >= torch.xpu.device_count():
+        raise RuntimeError(f"ccl-xpu: xpu:{index} does not exist ({torch.xpu.device_count()} XPU device(s))")
+
+
+def current_queue(index: int) -> int:
+    """Address of the sycl::queue of the current XPU stream of device `index` (-1: the current device)."""
+    import torch
+
+    device = None if index < 0 else torch.device("xpu", index)
+    return int(torch.xpu.current_stream(device).sycl_queue)

@@ -1,0 +1,71 @@
+"""Per-rank bodies of the ccl-xpu tests: oneCCL's device path on a SYCL device, checked against NumPy."""
+import os
+import sys
+
+import numpy as np
+
+import ccl_core
+import ccl_xpu
+
+
+def opencl_cpu_env() -> dict:
+    """Select the OpenCL CPU device of intel-opencl-rt: the one real SYCL device on machines without an Intel GPU.
+    Its wheel's ICD file names a wrong path, so the runtime is named directly."""
+    lib = os.path.join(sys.prefix, "lib", "libintelocl.so")
+    return {"ONEAPI_DEVICE_SELECTOR": "opencl:cpu", "OCL_ICD_FILENAMES": lib} if os.path.exists(lib) else {}
+
+
+def device_collectives(rank, size, store_dir):
+    """Every op of the Python face on shared and device USM memory of the default SYCL device."""
+    q = ccl_xpu.Queue()
+    comm = ccl_xpu.DeviceCommunicator(ccl_core.FileStore(store_dir), rank, size, q, timeout=60)
+    bad = []
+    for n in (1, 1000, 1 << 18):
+        x = q.usm(n)
+        np.asarray(x)[:] = np.arange(n) % 7 + rank
+        comm.allreduce(x, x)
+        want = sum(np.arange(n) % 7 + r for r in range(size))
+        if not np.array_equal(np.asarray(x), want):
+            bad.append(f"allreduce shared n={n}")
+        d_in, d_out = q.usm(n, kind="device"), q.usm(n, kind="device")
+        d_in.copy_from((np.arange(n) % 5 + rank).astype(np.float32))
+        comm.allreduce(d_in, d_out, op="max")
+        got = np.zeros(n, np.float32)
+        d_out.copy_to(got)
+        if not np.array_equal(got, np.arange(n) % 5 + size - 1):
+            bad.append(f"allreduce device max n={n}")
+    s, g = q.usm(4, "int32"), q.usm(4 * size, "int32")
+    np.asarray(s)[:] = rank
+    comm.allgather(s, g)
+    if not np.array_equal(np.asarray(g), np.repeat(np.arange(size), 4)):
+        bad.append(f"allgather {np.asarray(g)}")
+    b = q.usm(16, "float64")
+    np.asarray(b)[:] = rank + 5
+    comm.broadcast(b, root=size - 1)
+    if not np.all(np.asarray(b) == size + 4):
+        bad.append("broadcast")
+    rs_in, rs_out = q.usm(3 * size), q.usm(3)
+    np.asarray(rs_in)[:] = np.arange(3 * size)
+    comm.reduce_scatter(rs_in, rs_out)
+    if not np.array_equal(np.asarray(rs_out), size * np.arange(3 * rank, 3 * rank + 3)):
+        bad.append(f"reduce_scatter {np.asarray(rs_out)}")
+    a_in, a_out = q.usm(2 * size, "int64"), q.usm(2 * size, "int64")
+    np.asarray(a_in)[:] = 100 * rank + np.arange(2 * size)
+    comm.alltoall(a_in, a_out)
+    want = np.concatenate([100 * r + np.arange(2 * rank, 2 * rank + 2) for r in range(size)])
+    if not np.array_equal(np.asarray(a_out), want):
+        bad.append(f"alltoall {np.asarray(a_out)} != {want}")
+    comm.barrier()
+    req = comm.allreduce(x, x, async_op=True)
+    req.wait(timeout=30)
+    return bad
+
+
+def device_communicator_refused(rank, size, store_dir):
+    """Where oneCCL's device path cannot run, making a communicator raises (never crashes) on every rank."""
+    q = ccl_xpu.Queue()
+    try:
+        ccl_xpu.DeviceCommunicator(ccl_core.FileStore(store_dir), rank, size, q, timeout=20)
+        return "no error"
+    except ccl_core.UnsupportedError as e:
+        return str(e)
