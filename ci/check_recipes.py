@@ -19,7 +19,8 @@ from pathlib import Path
 from rattler_build import JinjaConfig, RenderConfig, Stage0Recipe, VariantConfig
 
 # PyPI distribution -> conda package of the same binaries (Intel's conda names)
-CONDA_NAME = {"oneccl-cpu": "oneccl", "oneccl-cpu-devel": "oneccl-devel", "impi-rt": "impi_rt"}
+CONDA_NAME = {"oneccl-cpu": "oneccl", "oneccl-cpu-devel": "oneccl-devel", "impi-rt": "impi_rt",
+              "oneccl": "oneccl", "intel-sycl-rt": "intel-sycl-rt"}
 
 
 def package_version(pkg_dir: Path) -> str:

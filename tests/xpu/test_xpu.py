@@ -97,3 +97,10 @@ def test_cpu_collectives_run_on_the_sycl_enabled_oneccl():
     from pg import run_in_group
 
     assert run_in_group(cpu_ops_with_the_plugin_loaded, 2) == [(3.0, [0.0, 1.0])] * 2
+
+
+def test_launch_options_the_plugin_does_not_follow_say_so():
+    out = run_python("import torch, oneccl_bindings_for_pytorch; print('imported')",
+                     {"CCL_SAME_STREAM": "0", "TORCH_LLM_ALLREDUCE": "1"})
+    assert out.returncode == 0 and out.stdout.strip() == "imported", out.stderr[-3000:]
+    assert "CCL_SAME_STREAM=0 is not supported" in out.stderr and "TORCH_LLM_ALLREDUCE is ignored" in out.stderr, out.stderr

@@ -5,6 +5,7 @@
 #include <ccl_core/runtime.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -27,6 +28,7 @@ public:
     std::mutex mutex;
     std::map<const sycl::queue*, ccl::stream> streams;  // one oneCCL stream per queue ops were ordered on
     sycl::event last;
+    bool blocking_wait = true;  // CCL_BLOCKING_WAIT (see wait() below)
     void* scratch = nullptr;  // a valid device address for buffers of zero elements (gather/scatter)
     sycl::context scratch_context;
 
@@ -58,7 +60,10 @@ public:
         }
         return done_;
     }
+    // CCL_BLOCKING_WAIT=0 (as in the original bindings): return at once, because the op is already ordered on the
+    // queue it was issued on, so later work on that queue (torch: the current stream) runs after it.
     void wait(std::optional<std::chrono::milliseconds> timeout, const std::function<void()>& every_50ms) override {
+        if (!comm_->blocking_wait) return;
         const auto limit = timeout.value_or(comm_->options.timeout);
         const auto start = std::chrono::steady_clock::now();
         auto next_callback = start + std::chrono::milliseconds(50);
@@ -142,6 +147,8 @@ std::shared_ptr<DeviceCommunicator> DeviceCommunicator::create(std::shared_ptr<c
     impl->size = size;
     impl->options = options;
     impl->queues = std::move(queues);
+    const char* blocking = std::getenv("CCL_BLOCKING_WAIT");
+    impl->blocking_wait = !(blocking && std::string(blocking) == "0");
 
     // Every rank first announces itself, so that a missing one is named instead of oneCCL waiting for it.
     const auto deadline = std::chrono::steady_clock::now() + options.timeout;

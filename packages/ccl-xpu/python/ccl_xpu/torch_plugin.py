@@ -12,6 +12,20 @@ def register() -> None:
     from . import _torch_plugin
 
     _C._register_device_plugin("xpu", _torch_plugin.capsule(ccl_xpu.__version__))
+    warn_about_unsupported_options()
+
+
+def warn_about_unsupported_options() -> None:
+    """Launch options of the original bindings that this plugin does not follow say so, instead of being ignored."""
+    import os
+    import warnings
+
+    if os.environ.get("CCL_SAME_STREAM") == "0":
+        warnings.warn("ccl-xpu: CCL_SAME_STREAM=0 is not supported: collectives on XPU tensors are always ordered on "
+                      "the current stream (as with CCL_SAME_STREAM=1)", RuntimeWarning, stacklevel=2)
+    if os.environ.get("TORCH_LLM_ALLREDUCE", "0") not in ("", "0"):
+        warnings.warn("ccl-xpu: TORCH_LLM_ALLREDUCE is ignored: its hand-written SYCL allreduce kernels are not part "
+                      "of ccl-xpu; allreduce runs through oneCCL", RuntimeWarning, stacklevel=2)
 
 
 def check_usable(index: int) -> None:
