@@ -40,7 +40,9 @@ def collect() -> dict:
         "libfabric": loaded_library("libfabric"),
         "transport": {"atl": effective["CCL_ATL_TRANSPORT"],
                       "shared_memory": effective["CCL_ATL_SHM"] == "1",
-                      "fi_provider": os.environ.get("FI_PROVIDER", "(oneCCL's choice)")},
+                      "fi_provider": os.environ.get("FI_PROVIDER", "(oneCCL's choice)"),
+                      # ccl-core's own allreduce for groups whose ranks share a host (docs/performance.md)
+                      "shared_memory_allreduce": os.environ.get("CCL_CORE_SHM", "1") != "0"},
         "environment": environment,
         "other_variables": others,
     }
