@@ -108,3 +108,16 @@ def subgroup_paths(comm):
         sub.allreduce(x)
         out.append((ranks, sub.shared_memory_allreduce, bool(np.all(x == sum(ranks)))))
     return out
+
+
+def uneven_settings(rank, size, store_dir, settings):
+    """Communicator made after this rank sets its own environment (settings[rank]); returns whether allreduce
+    took the shared-memory path and whether a multi-segment allreduce came out right."""
+    import os
+
+    os.environ.update(settings[rank])
+    comm = ccl_core.Communicator(ccl_core.FileStore(store_dir), rank, size, timeout=30)
+    x = np.arange(300_000, dtype=np.float64) + rank
+    comm.allreduce(x)
+    want = size * np.arange(300_000, dtype=np.float64) + sum(range(size))
+    return comm.shared_memory_allreduce, bool(np.array_equal(x, want))

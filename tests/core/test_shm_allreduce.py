@@ -62,3 +62,14 @@ def test_subgroups_take_the_path():
         for ranks, shm, correct in results:
             assert shm and correct, (ranks, shm, correct)
     assert len(per_rank[0]) == 3 and len(per_rank[1]) == 2 and len(per_rank[2]) == 2
+
+
+def test_one_rank_switching_it_off_makes_every_rank_fall_back():
+    settings = [{}, {"CCL_CORE_SHM": "0"}, {}]
+    assert run_ranks(shm_workers.uneven_settings, 3, settings, make_comm=False) == [(False, True)] * 3
+
+
+def test_rank_0s_segment_sizes_apply_to_every_rank():
+    settings = [{"CCL_CORE_SHM_SEGMENT_BYTES": "8192", "CCL_CORE_SHM_SMALL_BYTES": "512"},
+                {"CCL_CORE_SHM_SEGMENT_BYTES": "4194304"}]
+    assert run_ranks(shm_workers.uneven_settings, 2, settings, make_comm=False) == [(True, True)] * 2

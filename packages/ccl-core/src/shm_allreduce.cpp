@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <sstream>
 #include <vector>
 
 #include <fcntl.h>
@@ -97,13 +98,24 @@ Share share_of(std::size_t n, std::size_t element, int size, int p) {
 
 }  // namespace
 
-std::unique_ptr<ShmAllreduce> ShmAllreduce::create(Store& store, int rank, int size, Milliseconds timeout) {
-    const char* enabled = std::getenv("CCL_CORE_SHM");
-    if (size < 2 || (enabled && std::string(enabled) == "0")) return nullptr;
-    const std::size_t segment = round_up(std::max<std::size_t>(env_bytes("CCL_CORE_SHM_SEGMENT_BYTES", 1 << 20), 4096), kLine);
-    const std::size_t small = std::min(segment, env_bytes("CCL_CORE_SHM_SMALL_BYTES", 64 << 10));
+namespace {
+
+std::size_t segment_bytes_for(int size, std::size_t segment) {
     const std::size_t headers = round_up(sizeof(SegmentHeader), kLine) + sizeof(RankHeader) * static_cast<std::size_t>(size);
-    const std::size_t bytes = round_up(headers, 4096) + segment * 2 * static_cast<std::size_t>(size + 1);
+    return round_up(headers, 4096) + segment * 2 * static_cast<std::size_t>(size + 1);
+}
+
+}  // namespace
+
+// Every decision is rank 0's or unanimous, so that all ranks take the same path: rank 0's sizes apply to everyone, and
+// any rank that cannot (or is told not to: CCL_CORE_SHM=0) take part makes all of them fall back to oneCCL.
+std::unique_ptr<ShmAllreduce> ShmAllreduce::create(Store& store, int rank, int size, Milliseconds timeout) {
+    if (size < 2) return nullptr;
+    const char* enabled = std::getenv("CCL_CORE_SHM");
+    const bool wanted = !(enabled && std::string(enabled) == "0");
+    std::size_t segment = round_up(std::max<std::size_t>(env_bytes("CCL_CORE_SHM_SEGMENT_BYTES", 1 << 20), 4096), kLine);
+    std::size_t small = std::min(segment, env_bytes("CCL_CORE_SHM_SMALL_BYTES", 64 << 10));
+    std::size_t bytes = segment_bytes_for(size, segment);
 
     // Rank 0 creates the segment under a name that starts with its pid, like libfabric's regions, so the clean-up
     // of a dead peer's regions (shm_cleanup.hpp) also covers it if rank 0 dies before unlinking.
@@ -113,44 +125,52 @@ std::unique_ptr<ShmAllreduce> ShmAllreduce::create(Store& store, int rank, int s
         std::random_device entropy;
         const std::uint64_t token = (static_cast<std::uint64_t>(entropy()) << 32) | entropy();
         const std::string name = "/" + std::to_string(::getpid()) + ":ccl_core:" + std::to_string(token);
-        const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-        if (fd >= 0 && ::ftruncate(fd, static_cast<off_t>(bytes)) == 0) {
-            base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (wanted) {
+            const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+            if (fd >= 0 && ::ftruncate(fd, static_cast<off_t>(bytes)) == 0) {
+                base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            }
+            if (fd >= 0) ::close(fd);
         }
-        if (fd >= 0) ::close(fd);
         if (base != MAP_FAILED) {
             static_cast<SegmentHeader*>(base)->token = token;
             auto* ranks = reinterpret_cast<RankHeader*>(static_cast<char*>(base) + round_up(sizeof(SegmentHeader), kLine));
             for (int r = 0; r < size; ++r) ranks[r].core = -1;  // unknown until a rank first publishes
         }
-        store.set("ccl_core/shm/name", text(base == MAP_FAILED ? std::string() : name + "\n" + std::to_string(token)));
+        store.set("ccl_core/shm/name", text(base == MAP_FAILED ? std::string() :
+            name + "\n" + std::to_string(token) + "\n" + std::to_string(segment) + "\n" + std::to_string(small)));
         // Every rank reports before rank 0 unlinks; after that the segment lives exactly as long as its mappings.
         std::vector<std::string> reports;
         for (int r = 1; r < size; ++r) reports.push_back(text(store.get("ccl_core/shm/mapped/" + std::to_string(r), timeout)));
         if (base != MAP_FAILED) ::shm_unlink(name.c_str());
-        if (base == MAP_FAILED) status = "rank 0 could not create it";
+        if (base == MAP_FAILED) status = wanted ? "rank 0 could not create it" : "rank 0 has CCL_CORE_SHM=0";
         for (const auto& report : reports) {
             if (report != "ok") status = report;
         }
         store.set("ccl_core/shm/status", text(status));
     } else {
-        const std::string published = text(store.get("ccl_core/shm/name", timeout));
-        const auto newline = published.find('\n');
-        if (newline != std::string::npos) {
-            const std::string name = published.substr(0, newline);
-            const std::uint64_t token = std::stoull(published.substr(newline + 1));
+        std::istringstream published(text(store.get("ccl_core/shm/name", timeout)));
+        std::string name, token;
+        published >> name >> token >> segment >> small;
+        std::string report = "ok";
+        if (!wanted) {
+            report = "rank " + std::to_string(rank) + " has CCL_CORE_SHM=0";
+        } else if (name.empty() || !published) {
+            report = "rank 0 offers no segment";
+        } else {
+            bytes = segment_bytes_for(size, segment);
             const int fd = ::shm_open(name.c_str(), O_RDWR, 0600);
             if (fd >= 0) {
                 base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
                 ::close(fd);
             }
-            if (base != MAP_FAILED && static_cast<SegmentHeader*>(base)->token != token) {
+            if (base != MAP_FAILED && static_cast<SegmentHeader*>(base)->token != std::stoull(token)) {
                 ::munmap(base, bytes);  // another /dev/shm (a container sharing hostname and kernel)
                 base = MAP_FAILED;
             }
+            if (base == MAP_FAILED) report = "rank " + std::to_string(rank) + " could not map it";
         }
-        store.set("ccl_core/shm/mapped/" + std::to_string(rank),
-                  text(base == MAP_FAILED ? "rank " + std::to_string(rank) + " could not map it" : "ok"));
+        store.set("ccl_core/shm/mapped/" + std::to_string(rank), text(report));
         status = text(store.get("ccl_core/shm/status", timeout));
     }
     if (status != "ok") {
