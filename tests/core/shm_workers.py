@@ -121,3 +121,47 @@ def uneven_settings(rank, size, store_dir, settings):
     comm.allreduce(x)
     want = size * np.arange(300_000, dtype=np.float64) + sum(range(size))
     return comm.shared_memory_allreduce, bool(np.array_equal(x, want))
+
+
+def placed_ops(comm):
+    """allgather, reduce_scatter and broadcast on the shared-memory path across segment boundaries, against NumPy."""
+    bad = []
+    if not comm.shared_memory_allreduce:
+        return ["the shared-memory path is off although every rank is on this host"]
+    size, rank = comm.size, comm.rank
+    for i, n in enumerate(COUNTS):
+        for dtype in ["int8", "int64", "bfloat16", "float32", "float64"]:
+            inputs = [_values(r, n, dtype, i) for r in range(size)]
+            # allgather, out of place and with the input inside the output (torch's in-place all_gather_into_tensor)
+            out = np.full_like(encode(np.zeros(n * size), dtype), 9)
+            comm.allgather(encode(inputs[rank], dtype), out, **kw(dtype))
+            if not np.array_equal(decode(out, dtype), np.concatenate(inputs)):
+                bad.append(f"allgather n={n} {dtype}")
+            inplace = encode(np.concatenate([inputs[r] if r == rank else np.zeros(n) for r in range(size)]), dtype)
+            comm.allgather(inplace[rank * n:(rank + 1) * n].copy(), inplace, **kw(dtype))
+            if not np.array_equal(decode(inplace, dtype), np.concatenate(inputs)):
+                bad.append(f"allgather in place n={n} {dtype}")
+            # reduce_scatter: rank r gets the reduction of block r
+            blocks = [np.concatenate([_values(r * 7 + b, n, dtype, i) for b in range(size)]) for r in range(size)]
+            for op in ["sum", "max"] + (["avg"] if dtype in FLOATING else []):
+                recv = np.full_like(encode(np.zeros(n), dtype), 9)
+                comm.reduce_scatter(encode(blocks[rank], dtype), recv, op=op, **kw(dtype))
+                want = reduce_reference([blk[rank * n:(rank + 1) * n] for blk in blocks], op)
+                if not close(decode(recv, dtype), want, dtype, op):
+                    bad.append(f"reduce_scatter n={n} {dtype} {op}: {decode(recv, dtype)[:4]} != {want[:4]}")
+            # broadcast from every root
+            for root in range(size):
+                buf = encode(inputs[rank], dtype)
+                comm.broadcast(buf, root=root, **kw(dtype))
+                if not np.array_equal(decode(buf, dtype), inputs[root]):
+                    bad.append(f"broadcast n={n} {dtype} root={root}")
+    return bad
+
+
+def disagreeing_roots(comm):
+    """A broadcast whose root differs between ranks raises on every rank instead of copying the wrong data."""
+    try:
+        comm.broadcast(np.ones(8, np.float32), root=comm.rank)
+        return "no error"
+    except ccl_core.InvalidArgumentError as e:
+        return str(e)

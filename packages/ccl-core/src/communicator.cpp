@@ -117,7 +117,7 @@ std::shared_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store,
         throw BackendError(where + ": oneCCL could not create the communicator: " + e.what());
     }
     if (same_host == size) {
-        impl->shm = detail::ShmAllreduce::create(*std::make_shared<PrefixStore>("ccl_core/shm", impl->store), rank,
+        impl->shm = detail::ShmCollectives::create(*std::make_shared<PrefixStore>("ccl_core/shm", impl->store), rank,
                                                  size, remaining());
     }
     return std::shared_ptr<Communicator>(new Communicator(std::move(impl)));
@@ -197,6 +197,17 @@ Request issue(const std::shared_ptr<Communicator::Impl>& c, const char* op, std:
     return Request(std::move(state));
 }
 
+// The same through ccl-core's shared-memory path (shm_collectives.hpp).
+Request issue_shm(const std::shared_ptr<Communicator::Impl>& c, const char* op, detail::ShmCollectives::Kind kind,
+                  const void* send, void* recv, std::size_t count, DType dtype, ReduceOp rop = ReduceOp::sum,
+                  int root = 0, std::function<void()> finish = {}) {
+    c->throw_if_aborted(op);
+    auto state = std::make_shared<detail::EngineOperation>(c, op, all_ranks(c->size));
+    state->finish = std::move(finish);
+    state->shm_op = c->shm->start(kind, send, recv, count, dtype, rop, root);
+    return Request(std::move(state));
+}
+
 }  // namespace
 
 Request Communicator::allreduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
@@ -205,11 +216,8 @@ Request Communicator::allreduce(const void* send, void* recv, std::size_t count,
     check_buffer(name, "recv", recv, count);
     check_reduction(name, dtype, op);
     if (impl_->shm) {
-        impl_->throw_if_aborted(name);
-        auto state = std::make_shared<detail::EngineOperation>(impl_, name, all_ranks(size()));
-        state->finish = avg_finish(op, recv, count, dtype, size());
-        state->shm_op = impl_->shm->start(send, recv, count, dtype, op);
-        return Request(std::move(state));
+        return issue_shm(impl_, name, detail::ShmCollectives::Kind::allreduce, send, recv, count, dtype, op, 0,
+                         avg_finish(op, recv, count, dtype, size()));
     }
     return issue(impl_, name, all_ranks(size()), [&](ccl::communicator& comm) {
         return ccl::allreduce(send, recv, count, detail::to_ccl(dtype), engine_op(op), comm);
@@ -231,6 +239,10 @@ Request Communicator::broadcast(void* buffer, std::size_t count, DType dtype, in
     const char* name = "broadcast";
     check_rank(*impl_, name, "root", root);
     check_buffer(name, "buffer", buffer, count);
+    if (impl_->shm) {
+        return issue_shm(impl_, name, detail::ShmCollectives::Kind::broadcast, buffer, buffer, count, dtype,
+                         ReduceOp::sum, root);
+    }
     return issue(impl_, name, all_ranks(size()), [&](ccl::communicator& comm) {
         return ccl::broadcast(buffer, count, detail::to_ccl(dtype), root, comm);
     });
@@ -251,6 +263,10 @@ Request Communicator::allgatherv(const void* send, std::size_t send_count, void*
     }
     check_buffer(name, "send", send, send_count);
     check_buffer(name, "recv", recv, total(recv_counts));
+    const bool even = std::all_of(recv_counts.begin(), recv_counts.end(), [&](std::size_t c) { return c == send_count; });
+    if (impl_->shm && even) {
+        return issue_shm(impl_, name, detail::ShmCollectives::Kind::allgather, send, recv, send_count, dtype);
+    }
     return issue(impl_, name, all_ranks(size()), [&](ccl::communicator& comm) {
         return ccl::allgatherv(send, send_count, recv, recv_counts, detail::to_ccl(dtype), comm);
     });
@@ -261,6 +277,10 @@ Request Communicator::reduce_scatter(const void* send, void* recv, std::size_t r
     check_buffer(name, "send", send, recv_count * static_cast<std::size_t>(size()));
     check_buffer(name, "recv", recv, recv_count);
     check_reduction(name, dtype, op);
+    if (impl_->shm && impl_->shm->fits(detail::ShmCollectives::Kind::reduce_scatter, dtype)) {
+        return issue_shm(impl_, name, detail::ShmCollectives::Kind::reduce_scatter, send, recv, recv_count, dtype, op, 0,
+                         avg_finish(op, recv, recv_count, dtype, size()));
+    }
     return issue(impl_, name, all_ranks(size()), [&](ccl::communicator& comm) {
         return ccl::reduce_scatter(send, recv, recv_count, detail::to_ccl(dtype), engine_op(op), comm);
     }, avg_finish(op, recv, recv_count, dtype, size()));

@@ -5,7 +5,7 @@
 #include <ccl_core/errors.hpp>
 
 #include <ccl_core/oneccl/convert.hpp>
-#include "shm_allreduce.hpp"
+#include "shm_collectives.hpp"
 #include "shm_cleanup.hpp"
 
 #include <atomic>
@@ -45,7 +45,7 @@ public:
     CommunicatorOptions options;
     std::shared_ptr<ccl::kvs_interface> kvs;
     std::unique_ptr<ccl::communicator> comm;
-    std::unique_ptr<detail::ShmAllreduce> shm;  // allreduce without oneCCL when every rank is on this host
+    std::unique_ptr<detail::ShmCollectives> shm;  // allreduce without oneCCL when every rank is on this host
     int subgroups_made = 0;  // same on every rank, since subgroup() is collective
     int local_ranks = 1;     // ranks of this communicator on this host (by host identity, see bootstrap)
     bool oversubscribed = false;  // more ranks on this host than cores we may run on: waiting must sleep
@@ -89,7 +89,7 @@ public:
     std::string op;     // "allreduce"
     std::string peers;  // "ranks 0-1", "rank 1": who must take part, for error messages
     ccl::event event;                                 // an operation that oneCCL runs
-    std::shared_ptr<detail::ShmAllreduce::Op> shm_op;  // or one that runs through shared memory
+    std::shared_ptr<detail::ShmCollectives::Op> shm_op;  // or one that runs through shared memory
     std::function<void()> finish;  // runs once when the event completes (avg's division, ...)
     mutable std::mutex mutex;
     bool done = false;

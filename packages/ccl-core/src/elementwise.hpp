@@ -1,5 +1,5 @@
 // Element-wise steps that oneCCL lacks on CPU and ccl-core runs itself: avg's division after an operation,
-// and the reduction of the shared-memory allreduce (shm_allreduce.hpp).
+// and the reduction of the shared-memory allreduce (shm_collectives.hpp).
 #pragma once
 
 #include <ccl_core/types.hpp>

@@ -68,8 +68,8 @@ void EngineOperation::wait(std::optional<std::chrono::milliseconds> timeout, con
     //   their cores in the shared segment while they wait): the peer cannot progress until this rank gives the core
     //   away, and a yield hands it over only after ~100-300 µs here.
     const bool oversubscribed = comm->oversubscribed;
-    detail::ShmAllreduce* shm = shm_op ? comm->shm.get() : nullptr;
-    detail::ShmAllreduce* board = comm->shm.get();  // where same-host ranks note their cores
+    detail::ShmCollectives* shm = shm_op ? comm->shm.get() : nullptr;
+    detail::ShmCollectives* board = comm->shm.get();  // where same-host ranks note their cores
     if (board) board->note_my_core();
     const auto spin_until = start + std::chrono::microseconds(oversubscribed ? 2 : 50);
     const auto yield_until = oversubscribed ? start : start + std::chrono::milliseconds(shm ? 1 : limit.count());

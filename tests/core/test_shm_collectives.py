@@ -1,5 +1,5 @@
-"""ccl-core's shared-memory allreduce (ranks on one host): correctness on every path, agreement between ranks,
-fall-back switch, and errors. The generic collective tests (test_collectives.py) run through it as well."""
+"""ccl-core's shared-memory path (ranks on one host: allreduce, allgather, reduce_scatter, broadcast): correctness
+on every path, agreement between ranks, fall-back switch, and errors. The generic collective tests (test_collectives.py) run through it as well."""
 import pytest
 
 import collective_workers
@@ -73,3 +73,19 @@ def test_rank_0s_segment_sizes_apply_to_every_rank():
     settings = [{"CCL_CORE_SHM_SEGMENT_BYTES": "8192", "CCL_CORE_SHM_SMALL_BYTES": "512"},
                 {"CCL_CORE_SHM_SEGMENT_BYTES": "4194304"}]
     assert run_ranks(shm_workers.uneven_settings, 2, settings, make_comm=False) == [(True, True)] * 2
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_allgather_reduce_scatter_broadcast_match_numpy(small_segments, size):
+    per_rank = run_ranks(shm_workers.placed_ops, size)
+    problems = [f"rank {r}: {m}" for r, bad in enumerate(per_rank) for m in bad]
+    assert not problems, "\n".join(problems[:20])
+
+
+def test_placed_ops_with_default_segments():
+    assert run_ranks(shm_workers.placed_ops, 2) == [[], []]
+
+
+def test_disagreeing_broadcast_roots_raise_on_every_rank():
+    for message in run_ranks(shm_workers.disagreeing_roots, 2):
+        assert "disagree" in message and "from root 0" in message and "from root 1" in message, message

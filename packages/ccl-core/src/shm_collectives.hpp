@@ -1,4 +1,5 @@
-// Allreduce through one shared-memory segment, for communicators whose ranks all share a host.
+// Allreduce, allgather, reduce_scatter and broadcast through one shared-memory segment, for communicators whose
+// ranks all share a host.
 //
 // oneCCL's own path costs a few microseconds per call even inside a host, and its large-message path moves more
 // bytes than the reduction needs. Like DeepSpeed's and vLLM's CPU paths, ranks here copy into a shared segment and
@@ -8,6 +9,8 @@
 // - large messages, segment by segment: every rank copies the parts the others reduce, reduces its own share of the
 //   segment (its input plus the others' slots) into its output and a shared result area, then copies the others'
 //   shares of the result. Two synchronisations per segment; the bytes moved stay near the memory floor.
+// - allgather, reduce_scatter, broadcast, segment by segment: every rank places what the others need in its slot;
+//   once all have arrived, every rank takes (or reduces) what it needs. One synchronisation per segment.
 // Slots and result areas alternate between two halves by sequence number, so one call's writes never overlap a
 // slower peer's reads of the call before; monotonic counters per rank are the only synchronisation.
 //
@@ -30,17 +33,24 @@
 
 namespace ccl_core::detail {
 
-class ShmAllreduce {
+class ShmCollectives {
 public:
     struct Op;
 
     // Maps a segment shared by all `size` ranks (all on this host). Collective over the store. Returns nullptr on
     // every rank when shared memory is switched off (CCL_CORE_SHM=0) or when any rank could not map the segment.
-    static std::unique_ptr<ShmAllreduce> create(Store& store, int rank, int size, Milliseconds timeout);
-    ~ShmAllreduce();
+    static std::unique_ptr<ShmCollectives> create(Store& store, int rank, int size, Milliseconds timeout);
+    ~ShmCollectives();
 
-    // Queues an allreduce (avg reduces as sum; the caller divides). Ranks must queue the same calls in the same order.
-    std::shared_ptr<Op> start(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op);
+    enum class Kind { allreduce, allgather, reduce_scatter, broadcast };  // the order is part of the segment layout
+
+    // Queues a collective; ranks must queue the same calls in the same order. avg reduces as sum (the caller divides).
+    // count: allreduce and broadcast the buffer, allgather each rank's input, reduce_scatter each rank's output.
+    // broadcast reads `send` on the root and writes `recv` elsewhere (the same buffer).
+    std::shared_ptr<Op> start(Kind kind, const void* send, void* recv, std::size_t count, DType dtype,
+                              ReduceOp op = ReduceOp::sum, int root = 0);
+    // Whether a segment holds at least one element of `dtype` per piece (reduce_scatter places one piece per rank).
+    bool fits(Kind kind, DType dtype) const;
     // Advances queued operations in order; true once `op` is complete. Throws InvalidArgument when the ranks
     // disagree on count, dtype or reduce op (every rank sees the disagreement).
     bool progress(Op& op);
@@ -61,9 +71,10 @@ public:
     std::size_t small_limit() const { return small_limit_; }
 
 private:
-    ShmAllreduce(int rank, int size, void* base, std::size_t bytes, std::size_t segment_bytes, std::size_t small_limit);
+    ShmCollectives(int rank, int size, void* base, std::size_t bytes, std::size_t segment_bytes, std::size_t small_limit);
     void advance_queue();
     bool advance(Op& op);
+    bool advance_placed(Op& op);
     void check_agreement(const Op& op, std::uint64_t seq) const;
     char* slot(int half, int rank) const;
     char* result(int half) const;

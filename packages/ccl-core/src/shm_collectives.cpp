@@ -1,4 +1,4 @@
-#include "shm_allreduce.hpp"
+#include "shm_collectives.hpp"
 
 #include "elementwise.hpp"
 
@@ -50,6 +50,8 @@ struct OpDescription {
     std::uint64_t count;
     std::int32_t dtype;
     std::int32_t op;
+    std::int32_t kind;
+    std::int32_t root;
 };
 
 // One per rank, each counter on its own cache line (the other ranks poll them).
@@ -66,10 +68,12 @@ struct SegmentHeader {
     std::uint32_t sleepers;  // ranks sleeping on it, so that publishing costs no system call when nobody sleeps
 };
 
-struct ShmAllreduce::Op {
+struct ShmCollectives::Op {
+    Kind kind = Kind::allreduce;
+    int root = 0;  // broadcast
     const char* send;
     char* recv;
-    std::size_t count;
+    std::size_t count;  // allreduce, broadcast: the buffer; allgather: the input; reduce_scatter: the output
     DType dtype;
     ReduceOp op;
     std::size_t element;
@@ -109,7 +113,7 @@ std::size_t segment_bytes_for(int size, std::size_t segment) {
 
 // Every decision is rank 0's or unanimous, so that all ranks take the same path: rank 0's sizes apply to everyone, and
 // any rank that cannot (or is told not to: CCL_CORE_SHM=0) take part makes all of them fall back to oneCCL.
-std::unique_ptr<ShmAllreduce> ShmAllreduce::create(Store& store, int rank, int size, Milliseconds timeout) {
+std::unique_ptr<ShmCollectives> ShmCollectives::create(Store& store, int rank, int size, Milliseconds timeout) {
     if (size < 2) return nullptr;
     const char* enabled = std::getenv("CCL_CORE_SHM");
     const bool wanted = !(enabled && std::string(enabled) == "0");
@@ -177,21 +181,21 @@ std::unique_ptr<ShmAllreduce> ShmAllreduce::create(Store& store, int rank, int s
         if (base != MAP_FAILED) ::munmap(base, bytes);
         return nullptr;  // every rank read the same status: all fall back to oneCCL together
     }
-    return std::unique_ptr<ShmAllreduce>(new ShmAllreduce(rank, size, base, bytes, segment, small));
+    return std::unique_ptr<ShmCollectives>(new ShmCollectives(rank, size, base, bytes, segment, small));
 }
 
-ShmAllreduce::ShmAllreduce(int rank, int size, void* base, std::size_t bytes, std::size_t segment_bytes,
+ShmCollectives::ShmCollectives(int rank, int size, void* base, std::size_t bytes, std::size_t segment_bytes,
                            std::size_t small_limit)
     : rank_(rank), size_(size), base_(static_cast<char*>(base)), bytes_(bytes), segment_bytes_(segment_bytes),
       small_limit_(small_limit) {}
 
-ShmAllreduce::~ShmAllreduce() { ::munmap(base_, bytes_); }
+ShmCollectives::~ShmCollectives() { ::munmap(base_, bytes_); }
 
-SegmentHeader* ShmAllreduce::segment_header() const { return reinterpret_cast<SegmentHeader*>(base_); }
+SegmentHeader* ShmCollectives::segment_header() const { return reinterpret_cast<SegmentHeader*>(base_); }
 
 // Counter first, then the generation, then the check for sleepers (all sequentially consistent): a rank that
 // registered as a sleeper either sees the new counter when it re-checks, or is woken.
-void ShmAllreduce::publish(std::uint64_t& counter, std::uint64_t seq) {
+void ShmCollectives::publish(std::uint64_t& counter, std::uint64_t seq) {
     note_my_core();
     __atomic_store_n(&counter, seq, __ATOMIC_SEQ_CST);
     SegmentHeader* h = segment_header();
@@ -201,7 +205,7 @@ void ShmAllreduce::publish(std::uint64_t& counter, std::uint64_t seq) {
     }
 }
 
-void ShmAllreduce::sleep_unless(const std::function<bool()>& ready, std::chrono::microseconds limit) {
+void ShmCollectives::sleep_unless(const std::function<bool()>& ready, std::chrono::microseconds limit) {
     SegmentHeader* h = segment_header();
     const std::uint32_t seen = __atomic_load_n(&h->generation, __ATOMIC_SEQ_CST);
     __atomic_add_fetch(&h->sleepers, 1, __ATOMIC_SEQ_CST);
@@ -214,9 +218,9 @@ void ShmAllreduce::sleep_unless(const std::function<bool()>& ready, std::chrono:
     ::syscall(SYS_futex, &h->generation, FUTEX_WAIT, seen, &t, nullptr, 0);
 }
 
-void ShmAllreduce::note_my_core() { __atomic_store_n(&header(rank_)->core, ::sched_getcpu(), __ATOMIC_RELAXED); }
+void ShmCollectives::note_my_core() { __atomic_store_n(&header(rank_)->core, ::sched_getcpu(), __ATOMIC_RELAXED); }
 
-bool ShmAllreduce::peer_on_my_core() const {
+bool ShmCollectives::peer_on_my_core() const {
     const int mine = ::sched_getcpu();
     for (int p = 0; p < size_; ++p) {
         if (p != rank_ && __atomic_load_n(&header(p)->core, __ATOMIC_RELAXED) == mine) return true;
@@ -224,28 +228,32 @@ bool ShmAllreduce::peer_on_my_core() const {
     return false;
 }
 
-RankHeader* ShmAllreduce::header(int rank) const {
+RankHeader* ShmCollectives::header(int rank) const {
     return reinterpret_cast<RankHeader*>(base_ + round_up(sizeof(SegmentHeader), kLine)) + rank;
 }
 
-char* ShmAllreduce::slot(int half, int rank) const {
+char* ShmCollectives::slot(int half, int rank) const {
     const std::size_t headers = round_up(round_up(sizeof(SegmentHeader), kLine) + sizeof(RankHeader) * static_cast<std::size_t>(size_), 4096);
     return base_ + headers + segment_bytes_ * static_cast<std::size_t>(half * size_ + rank);
 }
 
-char* ShmAllreduce::result(int half) const { return slot(0, 0) + segment_bytes_ * static_cast<std::size_t>(2 * size_ + half); }
+char* ShmCollectives::result(int half) const { return slot(0, 0) + segment_bytes_ * static_cast<std::size_t>(2 * size_ + half); }
 
-std::shared_ptr<ShmAllreduce::Op> ShmAllreduce::start(const void* send, void* recv, std::size_t count, DType dtype,
-                                                      ReduceOp op) {
+std::shared_ptr<ShmCollectives::Op> ShmCollectives::start(Kind kind, const void* send, void* recv, std::size_t count,
+                                                          DType dtype, ReduceOp op, int root) {
     auto o = std::make_shared<Op>();
+    o->kind = kind;
+    o->root = root;
     o->send = static_cast<const char*>(send);
     o->recv = static_cast<char*>(recv);
     o->count = count;
     o->dtype = dtype;
     o->op = op;
     o->element = dtype_size(dtype);
-    o->small = count * o->element <= small_limit_;
-    o->per_segment = segment_bytes_ / o->element;
+    o->small = kind == Kind::allreduce && count * o->element <= small_limit_;
+    // reduce_scatter places a piece for every rank in its slot per segment; the others one piece
+    o->per_segment = segment_bytes_ / o->element / (kind == Kind::reduce_scatter ? static_cast<std::size_t>(size_) : 1);
+    if (o->per_segment == 0) throw Unsupported("shared-memory segments too small for this group");
     // At least one segment even for count 0, so that the ranks still compare what they were asked to do.
     o->segments = std::max<std::size_t>(1, (count + o->per_segment - 1) / o->per_segment);
     std::lock_guard<std::mutex> lock(mutex_);
@@ -256,19 +264,23 @@ std::shared_ptr<ShmAllreduce::Op> ShmAllreduce::start(const void* send, void* re
     return o;  // the first test() or wait() places the input (and reports a disagreement as that call's error)
 }
 
-void ShmAllreduce::drive() {
+bool ShmCollectives::fits(Kind kind, DType dtype) const {
+    return segment_bytes_ / dtype_size(dtype) / (kind == Kind::reduce_scatter ? static_cast<std::size_t>(size_) : 1) > 0;
+}
+
+void ShmCollectives::drive() {
     if (pending_.load(std::memory_order_relaxed) == 0) return;
     std::lock_guard<std::mutex> lock(mutex_);
     advance_queue();
 }
 
-bool ShmAllreduce::progress(Op& op) {
+bool ShmCollectives::progress(Op& op) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!op.done) advance_queue();
     return op.done;
 }
 
-void ShmAllreduce::advance_queue() {
+void ShmCollectives::advance_queue() {
     while (!queue_.empty()) {
         Op& front = *queue_.front();
         if (!advance(front)) return;
@@ -278,31 +290,100 @@ void ShmAllreduce::advance_queue() {
     }
 }
 
-void ShmAllreduce::check_agreement(const Op& o, std::uint64_t seq) const {
+namespace {
+
+const char* kind_name(int kind) {
+    static const char* names[] = {"allreduce", "allgather", "reduce_scatter", "broadcast"};
+    return kind >= 0 && kind < 4 ? names[kind] : "?";
+}
+
+std::string what_was_passed(int kind, std::uint64_t count, DType dtype, ReduceOp op, int root) {
+    std::string s = std::string(kind_name(kind)) + " of " + std::to_string(count) + " " + dtype_name(dtype) + " elements";
+    if (kind == 0 || kind == 2) s += std::string(" with ") + reduce_op_name(op);
+    if (kind == 3) s += " from root " + std::to_string(root);
+    return s;
+}
+
+}  // namespace
+
+void ShmCollectives::check_agreement(const Op& o, std::uint64_t seq) const {
     const int half = static_cast<int>(seq & 1);
+    const auto kind = static_cast<std::int32_t>(o.kind);
     std::string mismatch;
     for (int p = 0; p < size_; ++p) {
         const OpDescription& d = header(p)->described[half];
-        if (d.seq == seq && d.count == o.count && d.dtype == static_cast<std::int32_t>(o.dtype) &&
-            d.op == static_cast<std::int32_t>(o.op)) {
+        if (d.seq == seq && d.count == o.count && d.dtype == static_cast<std::int32_t>(o.dtype) && d.kind == kind &&
+            d.op == static_cast<std::int32_t>(o.op) && d.root == o.root) {
             continue;
         }
-        mismatch += (mismatch.empty() ? "" : "; ") + std::string("rank ") + std::to_string(p) + " passed ";
+        mismatch += (mismatch.empty() ? "" : "; ") + std::string("rank ") + std::to_string(p) + " called ";
         if (d.seq != seq) {
-            mismatch += "a different number of earlier allreduce calls or segments";
+            mismatch += "a different number of earlier collectives or segments";
         } else {
-            mismatch += std::to_string(d.count) + " " + dtype_name(static_cast<DType>(d.dtype)) + " elements with " +
-                        reduce_op_name(static_cast<ReduceOp>(d.op));
+            mismatch += what_was_passed(d.kind, d.count, static_cast<DType>(d.dtype), static_cast<ReduceOp>(d.op), d.root);
         }
     }
     if (!mismatch.empty()) {
-        throw InvalidArgument("allreduce: the ranks disagree on what to reduce: rank " + std::to_string(rank_) +
-                              " passed " + std::to_string(o.count) + " " + dtype_name(o.dtype) + " elements with " +
-                              reduce_op_name(o.op) + "; " + mismatch);
+        throw InvalidArgument(std::string(kind_name(kind)) + ": the ranks disagree on the collective: rank " +
+                              std::to_string(rank_) + " called " +
+                              what_was_passed(kind, o.count, o.dtype, o.op, o.root) + "; " + mismatch);
     }
 }
 
-bool ShmAllreduce::advance(Op& o) {
+// allgather, reduce_scatter and broadcast: per segment, every rank places what the others need in its slot, and once
+// all have arrived every rank takes what it needs from the slots. One synchronisation per segment.
+bool ShmCollectives::advance_placed(Op& o) {
+    const std::size_t e = o.element;
+    while (o.segment < o.segments) {
+        const std::uint64_t seq = o.first_seq + o.segment;
+        const int half = static_cast<int>(seq & 1);
+        const std::size_t first = o.segment * o.per_segment;
+        const std::size_t n = std::min(o.per_segment, o.count - std::min(o.count, first));
+        if (o.phase == 0) {
+            char* mine = slot(half, rank_);
+            if (o.kind == Kind::allgather) {
+                std::memcpy(mine, o.send + first * e, n * e);
+            } else if (o.kind == Kind::broadcast) {
+                if (rank_ == o.root) std::memcpy(mine, o.send + first * e, n * e);
+            } else {  // reduce_scatter: this segment of every rank's block, block p at p * n
+                for (int p = 0; p < size_; ++p) {
+                    std::memcpy(mine + static_cast<std::size_t>(p) * n * e,
+                                o.send + (static_cast<std::size_t>(p) * o.count + first) * e, n * e);
+                }
+            }
+            if (o.segment == 0) {
+                header(rank_)->described[half] = {seq, o.count, static_cast<std::int32_t>(o.dtype),
+                                                  static_cast<std::int32_t>(o.op), static_cast<std::int32_t>(o.kind),
+                                                  o.root};
+            }
+            publish(header(rank_)->arrived, seq);
+            o.phase = 1;
+        }
+        for (int p = 0; p < size_; ++p) {
+            if (load(header(p)->arrived) < seq) return false;
+        }
+        if (o.segment == 0) check_agreement(o, seq);
+        if (o.kind == Kind::allgather) {
+            for (int p = 0; p < size_; ++p) {
+                std::memcpy(o.recv + (static_cast<std::size_t>(p) * o.count + first) * e, slot(half, p), n * e);
+            }
+        } else if (o.kind == Kind::broadcast) {
+            if (rank_ != o.root) std::memcpy(o.recv + first * e, slot(half, o.root), n * e);
+        } else {
+            std::vector<const void*> sources(static_cast<std::size_t>(size_));
+            for (int p = 0; p < size_; ++p) {
+                sources[static_cast<std::size_t>(p)] = slot(half, p) + static_cast<std::size_t>(rank_) * n * e;
+            }
+            reduce_sources(sources.data(), size_, o.recv + first * e, nullptr, n, o.dtype, o.op);
+        }
+        o.phase = 0;
+        ++o.segment;
+    }
+    return true;
+}
+
+bool ShmCollectives::advance(Op& o) {
+    if (o.kind != Kind::allreduce) return advance_placed(o);
     while (o.segment < o.segments) {
         const std::uint64_t seq = o.first_seq + o.segment;
         const int half = static_cast<int>(seq & 1);
@@ -322,7 +403,7 @@ bool ShmAllreduce::advance(Op& o) {
             }
             if (o.segment == 0) {
                 header(rank_)->described[half] = {seq, o.count, static_cast<std::int32_t>(o.dtype),
-                                                  static_cast<std::int32_t>(o.op)};
+                                                  static_cast<std::int32_t>(o.op), 0, 0};
             }
             publish(header(rank_)->arrived, seq);
             o.phase = 1;
