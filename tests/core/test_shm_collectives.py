@@ -17,8 +17,10 @@ def small_segments(monkeypatch):
 
 
 @pytest.mark.parametrize("size", [2, 3])
-def test_every_count_dtype_and_op_matches_numpy(small_segments, size):
-    per_rank = run_ranks(shm_workers.sizes_dtypes_ops, size)
+@pytest.mark.parametrize("worker", [shm_workers.sizes_dtypes_ops, shm_workers.placed_ops], ids=lambda f: f.__name__)
+def test_every_count_dtype_and_op_matches_numpy(small_segments, worker, size):
+    """allreduce (sizes_dtypes_ops); allgather, reduce_scatter and broadcast (placed_ops)."""
+    per_rank = run_ranks(worker, size)
     problems = [f"rank {r}: {m}" for r, bad in enumerate(per_rank) for m in bad]
     assert not problems, "\n".join(problems[:20])
 
@@ -73,13 +75,6 @@ def test_rank_0s_segment_sizes_apply_to_every_rank():
     settings = [{"CCL_CORE_SHM_SEGMENT_BYTES": "8192", "CCL_CORE_SHM_SMALL_BYTES": "512"},
                 {"CCL_CORE_SHM_SEGMENT_BYTES": "4194304"}]
     assert run_ranks(shm_workers.uneven_settings, 2, settings, make_comm=False) == [(True, True)] * 2
-
-
-@pytest.mark.parametrize("size", [2, 3])
-def test_allgather_reduce_scatter_broadcast_match_numpy(small_segments, size):
-    per_rank = run_ranks(shm_workers.placed_ops, size)
-    problems = [f"rank {r}: {m}" for r, bad in enumerate(per_rank) for m in bad]
-    assert not problems, "\n".join(problems[:20])
 
 
 def test_placed_ops_with_default_segments():

@@ -308,19 +308,15 @@ Request Communicator::alltoallv(const void* send, const std::vector<std::size_t>
     });
 }
 
-// oneCCL has no gather/scatter on every version we support; both are an alltoallv in which only the root
-// sends (scatter) or receives (gather) anything.
 Request Communicator::gather(const void* send, void* recv, std::size_t count, DType dtype, int root) {
     const char* name = "gather";
     check_rank(*impl_, name, "root", root);
     check_buffer(name, "send", send, count);
     const bool is_root = rank() == root;
     if (is_root) check_buffer(name, "recv", recv, count * static_cast<std::size_t>(size()));
-    std::vector<std::size_t> send_counts(static_cast<std::size_t>(size()), 0);
-    std::vector<std::size_t> recv_counts(static_cast<std::size_t>(size()), is_root ? count : 0);
-    send_counts[static_cast<std::size_t>(root)] = count;
+    const AlltoallvCounts counts = gather_as_alltoallv(size(), rank(), root, count);
     return issue(impl_, name, all_ranks(size()), [&](ccl::communicator& comm) {
-        return ccl::alltoallv(send ? send : scratch(), send_counts, is_root && recv ? recv : scratch(), recv_counts,
+        return ccl::alltoallv(send ? send : scratch(), counts.send, is_root && recv ? recv : scratch(), counts.recv,
                               detail::to_ccl(dtype), comm);
     });
 }
@@ -331,11 +327,9 @@ Request Communicator::scatter(const void* send, void* recv, std::size_t count, D
     check_buffer(name, "recv", recv, count);
     const bool is_root = rank() == root;
     if (is_root) check_buffer(name, "send", send, count * static_cast<std::size_t>(size()));
-    std::vector<std::size_t> send_counts(static_cast<std::size_t>(size()), is_root ? count : 0);
-    std::vector<std::size_t> recv_counts(static_cast<std::size_t>(size()), 0);
-    recv_counts[static_cast<std::size_t>(root)] = count;
+    const AlltoallvCounts counts = scatter_as_alltoallv(size(), rank(), root, count);
     return issue(impl_, name, all_ranks(size()), [&](ccl::communicator& comm) {
-        return ccl::alltoallv(is_root && send ? send : scratch(), send_counts, recv ? recv : scratch(), recv_counts,
+        return ccl::alltoallv(is_root && send ? send : scratch(), counts.send, recv ? recv : scratch(), counts.recv,
                               detail::to_ccl(dtype), comm);
     });
 }

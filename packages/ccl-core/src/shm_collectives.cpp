@@ -35,7 +35,7 @@ std::size_t env_bytes(const char* name, std::size_t fallback) {
     return static_cast<std::size_t>(n);
 }
 
-std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+constexpr std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
 
 std::uint64_t load(const std::uint64_t& v) { return __atomic_load_n(&v, __ATOMIC_ACQUIRE); }
 
@@ -67,6 +67,15 @@ struct SegmentHeader {
     alignas(kLine) std::uint32_t generation;  // bumped after every published counter: the futex word
     std::uint32_t sleepers;  // ranks sleeping on it, so that publishing costs no system call when nobody sleeps
 };
+
+// Layout: the segment header, one RankHeader per rank, then (page-aligned) 2 x size slots and 2 result areas.
+constexpr std::size_t kRankHeadersAt = round_up(sizeof(SegmentHeader), kLine);
+std::size_t data_offset(int size) {
+    return round_up(kRankHeadersAt + sizeof(RankHeader) * static_cast<std::size_t>(size), 4096);
+}
+std::size_t segment_bytes_for(int size, std::size_t segment) {
+    return data_offset(size) + segment * 2 * static_cast<std::size_t>(size + 1);
+}
 
 struct ShmCollectives::Op {
     Kind kind = Kind::allreduce;
@@ -102,15 +111,6 @@ Share share_of(std::size_t n, std::size_t element, int size, int p) {
 
 }  // namespace
 
-namespace {
-
-std::size_t segment_bytes_for(int size, std::size_t segment) {
-    const std::size_t headers = round_up(sizeof(SegmentHeader), kLine) + sizeof(RankHeader) * static_cast<std::size_t>(size);
-    return round_up(headers, 4096) + segment * 2 * static_cast<std::size_t>(size + 1);
-}
-
-}  // namespace
-
 // Every decision is rank 0's or unanimous, so that all ranks take the same path: rank 0's sizes apply to everyone, and
 // any rank that cannot (or is told not to: CCL_CORE_SHM=0) take part makes all of them fall back to oneCCL.
 std::unique_ptr<ShmCollectives> ShmCollectives::create(Store& store, int rank, int size, Milliseconds timeout) {
@@ -138,7 +138,7 @@ std::unique_ptr<ShmCollectives> ShmCollectives::create(Store& store, int rank, i
         }
         if (base != MAP_FAILED) {
             static_cast<SegmentHeader*>(base)->token = token;
-            auto* ranks = reinterpret_cast<RankHeader*>(static_cast<char*>(base) + round_up(sizeof(SegmentHeader), kLine));
+            auto* ranks = reinterpret_cast<RankHeader*>(static_cast<char*>(base) + kRankHeadersAt);
             for (int r = 0; r < size; ++r) ranks[r].core = -1;  // unknown until a rank first publishes
         }
         store.set("ccl_core/shm/name", text(base == MAP_FAILED ? std::string() :
@@ -229,12 +229,11 @@ bool ShmCollectives::peer_on_my_core() const {
 }
 
 RankHeader* ShmCollectives::header(int rank) const {
-    return reinterpret_cast<RankHeader*>(base_ + round_up(sizeof(SegmentHeader), kLine)) + rank;
+    return reinterpret_cast<RankHeader*>(base_ + kRankHeadersAt) + rank;
 }
 
 char* ShmCollectives::slot(int half, int rank) const {
-    const std::size_t headers = round_up(round_up(sizeof(SegmentHeader), kLine) + sizeof(RankHeader) * static_cast<std::size_t>(size_), 4096);
-    return base_ + headers + segment_bytes_ * static_cast<std::size_t>(half * size_ + rank);
+    return base_ + data_offset(size_) + segment_bytes_ * static_cast<std::size_t>(half * size_ + rank);
 }
 
 char* ShmCollectives::result(int half) const { return slot(0, 0) + segment_bytes_ * static_cast<std::size_t>(2 * size_ + half); }
@@ -330,15 +329,35 @@ void ShmCollectives::check_agreement(const Op& o, std::uint64_t seq) const {
     }
 }
 
+ShmCollectives::Piece ShmCollectives::piece_of(const Op& o) const {
+    const std::uint64_t seq = o.first_seq + o.segment;
+    const std::size_t first = o.segment * o.per_segment;
+    return {seq, static_cast<int>(seq & 1), first, std::min(o.per_segment, o.count - std::min(o.count, first))};
+}
+
+// This rank's input for `seq` is in place: say what the op is (with its first segment, for check_agreement) and
+// publish the arrival.
+void ShmCollectives::arrive(const Op& o, std::uint64_t seq) {
+    if (o.segment == 0) {
+        header(rank_)->described[seq & 1] = {seq, o.count, static_cast<std::int32_t>(o.dtype),
+                                             static_cast<std::int32_t>(o.op), static_cast<std::int32_t>(o.kind), o.root};
+    }
+    publish(header(rank_)->arrived, seq);
+}
+
+bool ShmCollectives::everyone_reached(std::uint64_t RankHeader::*counter, std::uint64_t seq) const {
+    for (int p = 0; p < size_; ++p) {
+        if (load(header(p)->*counter) < seq) return false;
+    }
+    return true;
+}
+
 // allgather, reduce_scatter and broadcast: per segment, every rank places what the others need in its slot, and once
 // all have arrived every rank takes what it needs from the slots. One synchronisation per segment.
 bool ShmCollectives::advance_placed(Op& o) {
     const std::size_t e = o.element;
     while (o.segment < o.segments) {
-        const std::uint64_t seq = o.first_seq + o.segment;
-        const int half = static_cast<int>(seq & 1);
-        const std::size_t first = o.segment * o.per_segment;
-        const std::size_t n = std::min(o.per_segment, o.count - std::min(o.count, first));
+        const auto [seq, half, first, n] = piece_of(o);
         if (o.phase == 0) {
             char* mine = slot(half, rank_);
             if (o.kind == Kind::allgather) {
@@ -351,17 +370,10 @@ bool ShmCollectives::advance_placed(Op& o) {
                                 o.send + (static_cast<std::size_t>(p) * o.count + first) * e, n * e);
                 }
             }
-            if (o.segment == 0) {
-                header(rank_)->described[half] = {seq, o.count, static_cast<std::int32_t>(o.dtype),
-                                                  static_cast<std::int32_t>(o.op), static_cast<std::int32_t>(o.kind),
-                                                  o.root};
-            }
-            publish(header(rank_)->arrived, seq);
+            arrive(o, seq);
             o.phase = 1;
         }
-        for (int p = 0; p < size_; ++p) {
-            if (load(header(p)->arrived) < seq) return false;
-        }
+        if (!everyone_reached(&RankHeader::arrived, seq)) return false;
         if (o.segment == 0) check_agreement(o, seq);
         if (o.kind == Kind::allgather) {
             for (int p = 0; p < size_; ++p) {
@@ -385,10 +397,7 @@ bool ShmCollectives::advance_placed(Op& o) {
 bool ShmCollectives::advance(Op& o) {
     if (o.kind != Kind::allreduce) return advance_placed(o);
     while (o.segment < o.segments) {
-        const std::uint64_t seq = o.first_seq + o.segment;
-        const int half = static_cast<int>(seq & 1);
-        const std::size_t first = o.segment * o.per_segment;
-        const std::size_t n = std::min(o.per_segment, o.count - std::min(o.count, first));
+        const auto [seq, half, first, n] = piece_of(o);
         const std::size_t offset = first * o.element;
         const Share mine = share_of(n, o.element, size_, rank_);
 
@@ -401,17 +410,11 @@ bool ShmCollectives::advance(Op& o) {
                 const std::size_t after = mine.begin + mine.length;
                 std::memcpy(my_slot + after * o.element, o.send + offset + after * o.element, (n - after) * o.element);
             }
-            if (o.segment == 0) {
-                header(rank_)->described[half] = {seq, o.count, static_cast<std::int32_t>(o.dtype),
-                                                  static_cast<std::int32_t>(o.op), 0, 0};
-            }
-            publish(header(rank_)->arrived, seq);
+            arrive(o, seq);
             o.phase = 1;
         }
         if (o.phase == 1) {  // reduce once every rank's input is in place
-            for (int p = 0; p < size_; ++p) {
-                if (load(header(p)->arrived) < seq) return false;
-            }
+            if (!everyone_reached(&RankHeader::arrived, seq)) return false;
             if (o.segment == 0) check_agreement(o, seq);
             std::vector<const void*> sources(static_cast<std::size_t>(size_));
             if (o.small) {
@@ -430,9 +433,7 @@ bool ShmCollectives::advance(Op& o) {
             o.phase = 2;
         }
         if (o.phase == 2) {  // collect the others' shares of the result
-            for (int p = 0; p < size_; ++p) {
-                if (load(header(p)->reduced) < seq) return false;
-            }
+            if (!everyone_reached(&RankHeader::reduced, seq)) return false;
             for (int p = 0; p < size_; ++p) {
                 if (p == rank_) continue;
                 const Share theirs = share_of(n, o.element, size_, p);

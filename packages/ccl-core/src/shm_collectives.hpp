@@ -33,6 +33,8 @@
 
 namespace ccl_core::detail {
 
+struct RankHeader;  // shm_collectives.cpp: one per rank in the segment
+
 class ShmCollectives {
 public:
     struct Op;
@@ -72,6 +74,15 @@ public:
 
 private:
     ShmCollectives(int rank, int size, void* base, std::size_t bytes, std::size_t segment_bytes, std::size_t small_limit);
+    // The segment an op is at: its sequence number, which half of the slots it uses, its first element and length.
+    struct Piece {
+        std::uint64_t seq;
+        int half;
+        std::size_t first, n;
+    };
+    Piece piece_of(const Op& op) const;
+    void arrive(const Op& op, std::uint64_t seq);
+    bool everyone_reached(std::uint64_t RankHeader::*counter, std::uint64_t seq) const;
     void advance_queue();
     bool advance(Op& op);
     bool advance_placed(Op& op);

@@ -88,10 +88,10 @@ ccl_core::Collectives& ProcessGroupCCL::engine_for(const char* op, const std::ve
     std::lock_guard<std::mutex> lock(device_mutex_);
     auto& engine = device_engines_[device.type()];
     if (!engine) {
+        const std::string type_name = c10::DeviceTypeName(device.type(), true);
         ccl_core::CommunicatorOptions options = comm_->options();
-        options.name += std::string("/") + c10::DeviceTypeName(device.type(), true);
-        auto store = std::make_shared<ccl_core::PrefixStore>(std::string("ccl_torch/device/") +
-                                                             c10::DeviceTypeName(device.type(), true), store_);
+        options.name += "/" + type_name;
+        auto store = std::make_shared<ccl_core::PrefixStore>("ccl_torch/device/" + type_name, store_);
         engine = translate_errors([&] { return plugin->create(store, getRank(), getSize(), options, device); });
     }
     return *engine;
@@ -141,13 +141,14 @@ void ProcessGroupCCL::reduce_into(CCLWork& work, const char* op, at::Tensor& ten
     }
     Buffer buf = output_buffer(tensor, op, work.finish_steps());
     apply_premul(plan, buf.tensor);
-    if (!tensor.device().is_cpu() && plan.engine_op == ccl_core::ReduceOp::avg && (root < 0 || root == getRank())) {
-        // ccl-core divides host memory itself; on a device the division is a torch op on the device's stream
+    if (!tensor.device().is_cpu() && plan.engine_op == ccl_core::ReduceOp::avg) {
+        // ccl-core divides host memory itself; on a device the division is a torch op on the device's stream (before
+        // any copy back from a staging buffer), and only where the result lands
         plan.engine_op = ccl_core::ReduceOp::sum;
-        const int size = getSize();
-        work.finish_steps().insert(work.finish_steps().begin(), [buf, size]() mutable { buf.tensor.div_(size); });
-    } else if (!tensor.device().is_cpu() && plan.engine_op == ccl_core::ReduceOp::avg) {
-        plan.engine_op = ccl_core::ReduceOp::sum;
+        if (root < 0 || root == getRank()) {
+            const int size = getSize();
+            work.finish_steps().insert(work.finish_steps().begin(), [buf, size]() mutable { buf.tensor.div_(size); });
+        }
     }
     work.add(translate_errors([&] {
         return root < 0 ? work.engine().allreduce(buf.data(), buf.data(), buf.count, buf.dtype, plan.engine_op)

@@ -263,21 +263,16 @@ Request DeviceCommunicator::alltoallv(const void* send, const std::vector<std::s
     });
 }
 
-// As in ccl-core: gather and scatter are an alltoallv in which only the root receives (gather) or sends (scatter).
 Request DeviceCommunicator::gather(const void* send, void* recv, std::size_t count, DType dtype, int root) {
     check_rank(*impl_, "gather", "root", root);
-    std::vector<std::size_t> send_counts(static_cast<std::size_t>(size()), 0);
-    std::vector<std::size_t> recv_counts(static_cast<std::size_t>(size()), rank() == root ? count : 0);
-    send_counts[static_cast<std::size_t>(root)] = count;
-    return alltoallv(send, send_counts, rank() == root ? recv : nullptr, recv_counts, dtype);
+    const auto counts = ccl_core::gather_as_alltoallv(size(), rank(), root, count);
+    return alltoallv(send, counts.send, rank() == root ? recv : nullptr, counts.recv, dtype);
 }
 
 Request DeviceCommunicator::scatter(const void* send, void* recv, std::size_t count, DType dtype, int root) {
     check_rank(*impl_, "scatter", "root", root);
-    std::vector<std::size_t> send_counts(static_cast<std::size_t>(size()), rank() == root ? count : 0);
-    std::vector<std::size_t> recv_counts(static_cast<std::size_t>(size()), 0);
-    recv_counts[static_cast<std::size_t>(root)] = count;
-    return alltoallv(rank() == root ? send : nullptr, send_counts, recv, recv_counts, dtype);
+    const auto counts = ccl_core::scatter_as_alltoallv(size(), rank(), root, count);
+    return alltoallv(rank() == root ? send : nullptr, counts.send, recv, counts.recv, dtype);
 }
 
 Request DeviceCommunicator::send(const void* buffer, std::size_t count, DType dtype, int peer) {

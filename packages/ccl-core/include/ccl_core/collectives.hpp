@@ -7,6 +7,7 @@
 #include <ccl_core/types.hpp>
 
 #include <cstddef>
+#include <utility>
 #include <vector>
 
 namespace ccl_core {
@@ -39,5 +40,22 @@ public:
     virtual Request recv(void* buffer, std::size_t count, DType dtype, int peer) = 0;
     virtual Request barrier() = 0;
 };
+
+// oneCCL has no gather and scatter on every version: both are an alltoallv in which only the root receives (gather)
+// or sends (scatter) `count` elements per rank. These are that alltoallv's counts for this rank.
+struct AlltoallvCounts {
+    std::vector<std::size_t> send, recv;
+};
+inline AlltoallvCounts gather_as_alltoallv(int size, int rank, int root, std::size_t count) {
+    const auto n = static_cast<std::size_t>(size);
+    AlltoallvCounts c{std::vector<std::size_t>(n, 0), std::vector<std::size_t>(n, rank == root ? count : 0)};
+    c.send[static_cast<std::size_t>(root)] = count;
+    return c;
+}
+inline AlltoallvCounts scatter_as_alltoallv(int size, int rank, int root, std::size_t count) {
+    AlltoallvCounts c = gather_as_alltoallv(size, rank, root, count);
+    std::swap(c.send, c.recv);
+    return c;
+}
 
 }  // namespace ccl_core
