@@ -5,6 +5,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 from ccl_core._bootstrap import free_port
 from ranks import clean_env
@@ -69,10 +70,20 @@ def test_env_scripts_are_harmless_to_source():
     out = py("import oneccl_bindings_for_pytorch as m; print(m.cwd)")
     cwd = out.stdout.strip()
     for script in ("setvars.sh", "vars.sh"):
-        res = subprocess.run(["bash", "-c", f"set -eu; source {cwd}/env/{script}; echo sourced; command -v mpiexec"],
-                             env=clean_env(), capture_output=True, text=True, timeout=60)
+        show = "; ".join(f'echo {v}=${v}' for v in ("CCL_ROOT", "CPATH", "LIBRARY_PATH", "LD_LIBRARY_PATH",
+                                                      "I_MPI_ROOT", "FI_PROVIDER_PATH"))
+        res = subprocess.run(["bash", "-c", f"set -eu; source {cwd}/env/{script}; echo sourced; command -v mpiexec; "
+                              f"{show}"], env=clean_env(), capture_output=True, text=True, timeout=60)
         assert res.returncode == 0, res.stderr
         assert res.stdout.startswith("sourced") and "mpiexec" in res.stdout
+        # what the original's script exported, pointing at this environment's oneCCL and Intel MPI
+        exported = dict(line.split("=", 1) for line in res.stdout.splitlines() if "=" in line)
+        root = Path(exported["CCL_ROOT"])
+        assert (root / "include" / "oneapi" / "ccl.hpp").is_file() and (root / "lib" / "libccl.so.1").is_file()
+        assert exported["CPATH"].split(":")[0] == str(root / "include")
+        for name in ("LIBRARY_PATH", "LD_LIBRARY_PATH"):
+            assert exported[name].split(":")[0] == str(root / "lib")
+        assert exported["I_MPI_ROOT"] == str(root) and list(Path(exported["FI_PROVIDER_PATH"]).glob("*-fi.so"))
 
 
 VERBOSE_SCRIPT = """

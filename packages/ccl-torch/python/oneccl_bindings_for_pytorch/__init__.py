@@ -23,6 +23,7 @@ import ccl_core as _ccl_core  # noqa: E402,F401  (loads oneCCL and libccl_core b
 from . import _C  # noqa: E402
 from ._C import ProcessGroupCCL  # noqa: E402
 from ._registration import register  # noqa: E402
+from . import _deepspeed_compat, _environment  # noqa: E402
 
 # The package directory: the original exposed it for its env/setvars.sh.
 cwd = _os.path.dirname(_os.path.abspath(__file__))
@@ -39,5 +40,7 @@ def get_include() -> str:
 
 
 register()
+_environment.set_build_defaults()  # CCL_ROOT, CPATH, LIBRARY_PATH for run-time builds (DeepSpeed), never overriding
+_deepspeed_compat.install()
 
 __all__ = ["ProcessGroupCCL", "__version__", "built_with_torch", "cwd", "device_plugins", "get_include", "register"]

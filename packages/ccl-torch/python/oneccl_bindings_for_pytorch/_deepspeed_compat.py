@@ -1,0 +1,89 @@
+"""A narrow fix for one DeepSpeed bug that only users of the `ccl` backend reach (docs/deepspeed-zero3-fix.md).
+
+DeepSpeed's `CCLBackend.get_all_ranks_from_group` (deepspeed/comm/ccl.py) lists a group's ranks by calling
+`torch.distributed.get_global_rank(group, r)` for r = 0, 1, 2, ... until it raises. For the world group torch
+returns r unchanged and never raises, so the list grows until the process runs out of memory: ZeRO-3, which
+passes the world group explicitly, hangs and then is OOM-killed. The original bindings hit this too.
+
+We replace that one method, when `deepspeed.comm.ccl` is imported, by one that asks torch for the group's ranks.
+Guarded: only DeepSpeed versions up to the one we test (FIXED_UP_TO), and only while the method still contains the
+probing loop; anything else is left exactly as DeepSpeed ships it. CCL_DEEPSPEED_COMPAT=0 turns the fix off.
+"""
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+
+MODULE = "deepspeed.comm.ccl"
+FIXED_UP_TO = (0, 19)  # the pinned deepspeed==0.19.8 is tested (tests/field/test_deepspeed.py)
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    parts = []
+    for piece in text.split("+")[0].split(".")[:2]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts)
+
+
+def _has_probing_loop(method) -> bool:
+    code = getattr(method, "__code__", None)
+    return code is not None and "get_global_rank" in code.co_names and "get_process_group_ranks" not in code.co_names
+
+
+def _get_all_ranks_from_group(self, group):
+    """The group's global ranks, from torch (DeepSpeed's own bookkeeping of sub-communicators kept as is)."""
+    import torch.distributed as dist
+
+    if group is None:
+        return list(range(self.get_world_size()))
+    ranks = dist.get_process_group_ranks(group)
+    if tuple(ranks) not in self.groups:
+        self._new_group(ranks, group)
+    return ranks
+
+
+def fix_module(module) -> bool:
+    """Apply the fix to an imported deepspeed.comm.ccl; True when it was applied."""
+    backend = getattr(module, "CCLBackend", None)
+    try:  # from the metadata: the hook runs while deepspeed/__init__ is still importing, before __version__ exists
+        from importlib.metadata import version as installed_version
+
+        version = _version_tuple(installed_version("deepspeed"))
+    except Exception:  # noqa: BLE001 - an unknown DeepSpeed is left alone
+        return False
+    if backend is None or version > FIXED_UP_TO or not _has_probing_loop(backend.get_all_ranks_from_group):
+        return False
+    backend.get_all_ranks_from_group = _get_all_ranks_from_group
+    backend._ccl_torch_fixed = True
+    return True
+
+
+class _FixOnImport(importlib.abc.MetaPathFinder):
+    """Finds deepspeed.comm.ccl like the normal path finder, and applies the fix right after it executes."""
+
+    def find_spec(self, name, path, target=None):
+        if name != MODULE:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path, target)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        run_module = spec.loader.exec_module
+
+        def exec_module(module):
+            run_module(module)
+            fix_module(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def install() -> None:
+    if os.environ.get("CCL_DEEPSPEED_COMPAT", "1") == "0":
+        return
+    if MODULE in sys.modules:
+        fix_module(sys.modules[MODULE])
+    elif not any(isinstance(f, _FixOnImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _FixOnImport())

@@ -1,0 +1,94 @@
+"""DeepSpeed on CPU as a user runs it, started by torchrun: ZeRO stages 0-3 training, then tensor-parallel
+inference (deepspeed.init_inference, whose row-parallel layers call inference_all_reduce).
+
+    torchrun --nproc-per-node 2 deepspeed_job.py --backend ccl --out result.json
+
+--backend gloo hides oneccl_bindings_for_pytorch, as a machine without it: DeepSpeed's CPU accelerator then picks
+gloo by itself. Nothing is sourced and no variable is set for ccl: DeepSpeed finds oneCCL by itself.
+Each rank writes its losses, outputs, backend and peak RSS to <out>.<rank>.
+"""
+import argparse
+import json
+import os
+import resource
+import sys
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--backend", choices=["ccl", "gloo"], required=True)
+parser.add_argument("--stages", default="0,1,2,3")
+parser.add_argument("--steps", type=int, default=6)
+parser.add_argument("--inference", action="store_true", help="also tensor-parallel inference (needs transformers)")
+parser.add_argument("--out", required=True)
+args = parser.parse_args()
+
+if args.backend == "gloo":
+    sys.modules["oneccl_bindings_for_pytorch"] = None  # import fails: DeepSpeed's CPU accelerator falls back to gloo
+os.environ.setdefault("DS_ACCELERATOR", "cpu")
+
+import deepspeed  # noqa: E402
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from torch import nn  # noqa: E402
+
+
+class Block(nn.Module):
+    """A transformer-style MLP block: `up` is split by columns, `down` by rows (its output is all-reduced)."""
+
+    def __init__(self, width=64, hidden=256):
+        super().__init__()
+        self.up = nn.Linear(width, hidden)
+        self.down = nn.Linear(hidden, width)
+
+    def forward(self, x):
+        return x + self.down(torch.relu(self.up(x)))
+
+
+def model():
+    torch.manual_seed(0)
+    return nn.Sequential(Block(), Block(), nn.Linear(64, 1))
+
+
+def train(stage, rank):
+    config = {
+        "train_micro_batch_size_per_gpu": 8,
+        "gradient_accumulation_steps": 1,
+        "zero_optimization": {"stage": stage},  # DeepSpeed's defaults otherwise (the config that hung before)
+        "zero_allow_untested_optimizer": True,
+        "steps_per_print": 10**9,
+    }
+    net = model()
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.05)
+    engine, *_ = deepspeed.initialize(model=net, optimizer=optimizer, config=config)
+    data = torch.Generator().manual_seed(100 + rank)
+    losses = []
+    for _ in range(args.steps):
+        x = torch.randn(8, 64, generator=data)
+        loss = nn.functional.mse_loss(engine(x), x.sum(dim=1, keepdim=True).tanh())
+        engine.backward(loss)
+        engine.step()
+        losses.append(loss.item())
+    engine.destroy()
+    return losses
+
+
+def tensor_parallel_inference():
+    engine = deepspeed.init_inference(model(), tensor_parallel={"tp_size": dist.get_world_size()},
+                                      dtype=torch.float32, injection_policy={Block: ("down",)})
+    x = torch.randn(4, 64, generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        out = engine(x)
+        reference = model()(x)  # the whole model on one rank
+    return out.flatten().tolist(), reference.flatten().tolist()
+
+
+deepspeed.init_distributed()
+rank = dist.get_rank()
+result = {"backend": dist.get_backend(), "stages": {}}
+for stage in [int(s) for s in args.stages.split(",") if s]:
+    result["stages"][str(stage)] = train(stage, rank)
+if args.inference:
+    result["inference"], result["inference_reference"] = tensor_parallel_inference()
+result["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+with open(f"{args.out}.{rank}", "w") as f:
+    json.dump(result, f)
+dist.barrier()
