@@ -76,6 +76,9 @@ def test_user_setting_wins_over_our_default(tmp_path):
     ({"PMI_RANK": "0", "PMI_SIZE": "4"}, (0, 4, "mpi (PMI)")),
     ({"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "3"}, (2, 3, "open-mpi")),
     ({"RANK": "0", "WORLD_SIZE": "2", "PMI_RANK": "1", "PMI_SIZE": "2"}, (0, 2, "env")),
+    ({"SLURM_PROCID": "1", "SLURM_NTASKS": "4", "SLURM_LOCALID": "1"}, (1, 4, "slurm")),
+    # mpiexec inside a Slurm allocation: the batch step's SLURM_PROCID=0 must not win over mpiexec's ranks
+    ({"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "PMI_RANK": "1", "PMI_SIZE": "2"}, (1, 2, "mpi (PMI)")),
     ({}, None),
 ])
 def test_detect_launch(environ, expected):

@@ -11,20 +11,24 @@ def _create_backend(store, rank, size, timeout: datetime.timedelta):
     return ProcessGroupCCL(store, rank, size, timeout)
 
 
-def export_launcher_rank():
-    """Under mpiexec (PMI_RANK/PMI_SIZE) or Open MPI, set RANK/WORLD_SIZE/LOCAL_RANK for torch's env://
-    rendezvous when they are missing, so scripts written for the original run unchanged."""
-    pairs = [("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"),
-             ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK")]
-    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+def export_launcher_rank(environ=os.environ):
+    """Under mpiexec (PMI_*), Open MPI or Slurm's srun, set RANK/WORLD_SIZE/LOCAL_RANK for torch's env://
+    rendezvous when they are missing, and MASTER_ADDR/MASTER_PORT under Slurm, so scripts written for the original
+    run unchanged. Values the user or torchrun set are kept."""
+    from ccl_core import detect_launch
+    from ccl_core._bootstrap import rendezvous_address
+
+    info = detect_launch(environ)
+    if info is None or info.launcher == "env":
         return
-    for rank_var, size_var, local_var in pairs:
-        if rank_var in os.environ and size_var in os.environ:
-            os.environ.setdefault("RANK", os.environ[rank_var])
-            os.environ.setdefault("WORLD_SIZE", os.environ[size_var])
-            if local_var in os.environ:
-                os.environ.setdefault("LOCAL_RANK", os.environ[local_var])
-            return
+    environ.setdefault("RANK", str(info.rank))
+    environ.setdefault("WORLD_SIZE", str(info.size))
+    if info.local_rank is not None:
+        environ.setdefault("LOCAL_RANK", str(info.local_rank))
+    if "SLURM_JOB_ID" in environ or "SLURM_JOBID" in environ:
+        host, port = rendezvous_address(environ)
+        environ.setdefault("MASTER_ADDR", host)
+        environ.setdefault("MASTER_PORT", str(port))
 
 
 PLUGIN_GROUP = "oneccl_bindings_for_pytorch.device_plugins"
