@@ -11,6 +11,7 @@ import pytest
 
 from ccl_core._bootstrap import first_slurm_host, rendezvous_address
 from ranks import clean_env
+from test_core_launch import SCRIPT as CORE_SCRIPT  # init_from_env, then one allreduce
 
 TORCH_SCRIPT = textwrap.dedent("""
     import os, torch, torch.distributed as dist
@@ -21,19 +22,13 @@ TORCH_SCRIPT = textwrap.dedent("""
           f"master {os.environ['MASTER_ADDR']} sum={x[0].item():g}")
     dist.destroy_process_group()
 """)
-CORE_SCRIPT = textwrap.dedent("""
-    import numpy as np, ccl_core
-    comm = ccl_core.init_from_env(timeout=60)
-    x = np.full(4, comm.rank + 1.0, np.float32)
-    comm.allreduce(x)
-    print(f"rank {comm.rank}/{comm.size} {ccl_core.detect_launch().launcher} sum={x[0]:g}")
-""")
+
 
 
 def job_id_with_free_port() -> int:
     """A job id whose derived port (20000 + id % 20000) is free on loopback now."""
-    for job in range(1000 + 7919 * (sys.hexversion % 7), 1_000_000, 7919):
-        port = 20000 + job % 20000
+    for job in range(20000):
+        port = 20000 + job
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))

@@ -20,14 +20,6 @@ MODULE = "deepspeed.comm.ccl"
 FIXED_UP_TO = (0, 19)  # the pinned deepspeed==0.19.8 is tested (tests/field/test_deepspeed.py)
 
 
-def _version_tuple(text: str) -> tuple[int, ...]:
-    parts = []
-    for piece in text.split("+")[0].split(".")[:2]:
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        parts.append(int(digits or 0))
-    return tuple(parts)
-
-
 def _has_probing_loop(method) -> bool:
     code = getattr(method, "__code__", None)
     return code is not None and "get_global_rank" in code.co_names and "get_process_group_ranks" not in code.co_names
@@ -51,7 +43,9 @@ def fix_module(module) -> bool:
     try:  # from the metadata: the hook runs while deepspeed/__init__ is still importing, before __version__ exists
         from importlib.metadata import version as installed_version
 
-        version = _version_tuple(installed_version("deepspeed"))
+        from packaging.version import Version  # a dependency of DeepSpeed itself
+
+        version = Version(installed_version("deepspeed")).release[:2]
     except Exception:  # noqa: BLE001 - an unknown DeepSpeed is left alone
         return False
     if backend is None or version > FIXED_UP_TO or not _has_probing_loop(backend.get_all_ranks_from_group):

@@ -29,16 +29,12 @@ def _append_path(environ, name: str, directory: Path) -> None:
         environ[name] = os.pathsep.join(parts + [str(directory)])
 
 
-def set_build_defaults(environ=os.environ) -> dict:
+def set_build_defaults(environ=os.environ) -> None:
     """CCL_ROOT, and our include and lib directories at the end of CPATH and LIBRARY_PATH, for compilers started
-    later by this process. A CCL_ROOT the user set means they chose their own oneCCL: then nothing is touched.
-    Returns what was set."""
-    if "CCL_ROOT" in environ:
-        return {}
-    prefix = oneccl_prefix()
+    later by this process. A CCL_ROOT the user set means they chose their own oneCCL: then nothing is touched."""
+    prefix = None if "CCL_ROOT" in environ else oneccl_prefix()
     if prefix is None:
-        return {}
+        return
     environ["CCL_ROOT"] = str(prefix)
     _append_path(environ, "CPATH", prefix / "include")
     _append_path(environ, "LIBRARY_PATH", prefix / "lib")
-    return {name: environ[name] for name in ("CCL_ROOT", "CPATH", "LIBRARY_PATH")}
