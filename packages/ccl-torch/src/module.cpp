@@ -3,6 +3,7 @@
 #include "device_plugins.hpp"
 #include "future_completer.hpp"
 #include "process_group_ccl.hpp"
+#include "torch_errors.hpp"
 
 #include <torch/csrc/utils/pybind.h>
 
@@ -14,6 +15,7 @@ namespace py = pybind11;
 PYBIND11_MODULE(_C, m) {
     m.doc() = "The ccl process-group backend (oneCCL through ccl-core) for CPU tensors";
     py::module_::import("torch.distributed");  // registers c10d's Python types first
+    ccl_torch::define_python_errors(m.ptr());
 
     py::class_<ccl_torch::ProcessGroupCCL, c10d::Backend, c10::intrusive_ptr<ccl_torch::ProcessGroupCCL>>(
         m, "ProcessGroupCCL",

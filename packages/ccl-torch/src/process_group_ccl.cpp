@@ -30,14 +30,15 @@ std::string tensor_list(const std::vector<at::Tensor>& ts) {
 }
 
 const at::Tensor& single(const std::vector<at::Tensor>& ts, const char* op) {
-    TORCH_CHECK_VALUE(ts.size() == 1, op, ": expects exactly one tensor, got ", ts.size());
+    CCL_CHECK_ARGUMENT(ts.size() == 1, op, ": expects exactly one tensor, got ", ts.size());
     return ts[0];
 }
 
 int64_t sum_of(const std::vector<int64_t>& v) { return std::accumulate(v.begin(), v.end(), int64_t{0}); }
 
 void check_root(int64_t root, int size, const char* op) {
-    TORCH_CHECK_VALUE(root >= 0 && root < size, op, ": root ", root, " is out of range for a group of ", size, " ranks");
+    CCL_CHECK_ARGUMENT(root >= 0 && root < size, op, ": unexpected rank ", root, " as root; a group of ", size,
+                       " ranks has ranks 0..", size - 1);
 }
 
 // outs[r] = flat[r * n, (r + 1) * n), reshaped: the last step of every gather into a list of tensors.
@@ -56,7 +57,7 @@ ProcessGroupCCL::ProcessGroupCCL(const c10::intrusive_ptr<c10d::Store>& store, i
                      "'set var ccl_torch_wait_for_gdb = 0' and 'continue'\n", rank, static_cast<int>(::getpid()));
         while (ccl_torch_wait_for_gdb) ::sleep(1);
     }
-    TORCH_CHECK_VALUE(timeout.count() > 0, "ProcessGroupCCL: timeout must be positive, got ", timeout.count(), " ms");
+    CCL_CHECK_ARGUMENT(timeout.count() > 0, "ProcessGroupCCL: timeout must be positive, got ", timeout.count(), " ms");
     ccl_core::CommunicatorOptions options;
     options.timeout = timeout;
     options.name = name;
@@ -75,14 +76,14 @@ ccl_core::Collectives& ProcessGroupCCL::engine_for(const char* op, const std::ve
         for (const auto& t : *list) {
             if (!t.defined()) continue;
             if (!first) first = &t;
-            TORCH_CHECK_VALUE(t.device() == first->device(), op, ": every tensor must be on one device, got ",
+            CCL_CHECK_ARGUMENT(t.device() == first->device(), op, ": every tensor must be on one device, got ",
                               first->device(), " and ", t.device());
         }
     }
     if (!first || first->device().is_cpu()) return *comm_;
     const c10::Device device = first->device();
     auto plugin = device_plugin(device.type());
-    TORCH_CHECK_VALUE(plugin, op, ": tensor is on ", device, "; this ccl backend serves CPU tensors",
+    CCL_CHECK_ARGUMENT(plugin, op, ": tensor is on ", device, "; this ccl backend serves CPU tensors",
                       device.type() == c10::DeviceType::XPU ? " (install ccl-xpu for XPU tensors)" : "");
     translate_errors([&] { plugin->check_usable(device); });
     std::lock_guard<std::mutex> lock(device_mutex_);
@@ -159,7 +160,7 @@ void ProcessGroupCCL::reduce_into(CCLWork& work, const char* op, at::Tensor& ten
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allreduce_all(const char* op, c10d::OpType type,
                                                               std::vector<at::Tensor>& tensors, const c10d::ReduceOp& rop,
                                                               std::chrono::milliseconds timeout) {
-    TORCH_CHECK_VALUE(!tensors.empty(), op, ": no tensors given");
+    CCL_CHECK_ARGUMENT(!tensors.empty(), op, ": no tensors given");
     auto work = make_work(type, op, tensors, tensors, timeout);
     for (auto& t : tensors) reduce_into(*work, op, t, rop, -1);
     return work;
@@ -190,6 +191,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::broadcast(std::vector<at::Tensor
     const char* op = "broadcast";
     at::Tensor t = single(tensors, op);
     check_dense(t, op, "tensor");
+    check_root(opts.rootRank, getSize(), op);
     auto work = make_work(c10d::OpType::BROADCAST, op, tensors, tensors, opts.timeout);
     Buffer buf = output_buffer(t, op, work->finish_steps());
     work->add(translate_errors([&] { return work->engine().broadcast(buf.data(), buf.count, buf.dtype, static_cast<int>(opts.rootRank)); }));
@@ -202,7 +204,9 @@ void ProcessGroupCCL::allgather_flat(CCLWork& work, const char* op, at::Tensor& 
     check_dense(input, op, "input");
     check_dense(output, op, "output");
     check_same_dtype(input, output, op);
-    check_same_numel(output, input.numel() * getSize(), op, "output", "input's numel x group size");
+    CCL_CHECK_ARGUMENT(output.numel() == input.numel() * getSize(), op,
+                       ": output tensor size must be equal to world_size times input tensor size (output has ",
+                       output.numel(), " elements, input ", input.numel(), ", world_size ", getSize(), ")");
     Buffer in = input_buffer(input, op);
     Buffer out = output_buffer(output, op, work.finish_steps());
     work.keep_alive(in.tensor);
@@ -221,7 +225,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allgather_into_tensor_coalesced(
                                                                                 std::vector<at::Tensor>& inputs,
                                                                                 const c10d::AllgatherOptions& opts) {
     const char* op = "allgather_into_tensor_coalesced";
-    TORCH_CHECK_VALUE(outputs.size() == inputs.size(), op, ": ", outputs.size(), " outputs for ", inputs.size(), " inputs");
+    CCL_CHECK_ARGUMENT(outputs.size() == inputs.size(), op, ": ", outputs.size(), " outputs for ", inputs.size(), " inputs");
     auto work = make_work(c10d::OpType::COALESCED, op, inputs, outputs, opts.timeout);
     for (std::size_t i = 0; i < inputs.size(); ++i) allgather_flat(*work, op, outputs[i], inputs[i]);
     return work;
@@ -232,9 +236,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allgather(std::vector<std::vecto
                                                           const c10d::AllgatherOptions& opts) {
     const char* op = "allgather";
     at::Tensor input = single(inputs, op);
-    TORCH_CHECK_VALUE(outputs.size() == 1, op, ": expects one output list, got ", outputs.size());
+    CCL_CHECK_ARGUMENT(outputs.size() == 1, op, ": expects one output list, got ", outputs.size());
     auto& outs = outputs[0];
-    TORCH_CHECK_VALUE(static_cast<int>(outs.size()) == getSize(), op, ": output list has ", outs.size(),
+    CCL_CHECK_ARGUMENT(static_cast<int>(outs.size()) == getSize(), op, ": output list has ", outs.size(),
                       " tensors, expected one per rank (", getSize(), ")");
     for (auto& o : outs) {
         check_dense(o, op, "output");
@@ -252,7 +256,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allgather_coalesced(std::vector<
                                                                     std::vector<at::Tensor>& inputs,
                                                                     const c10d::AllgatherOptions& opts) {
     const char* op = "allgather_coalesced";
-    TORCH_CHECK_VALUE(outputs.size() == static_cast<std::size_t>(getSize()), op, ": expects one output list per rank");
+    CCL_CHECK_ARGUMENT(outputs.size() == static_cast<std::size_t>(getSize()), op, ": expects one output list per rank");
     // outputs[r][i] receives rank r's inputs[i]: gather each input, then scatter into the lists.
     std::vector<at::Tensor> flat_outputs;
     auto work = make_work(c10d::OpType::ALLGATHER_COALESCED, op, inputs, {}, opts.timeout);
@@ -260,7 +264,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allgather_coalesced(std::vector<
         at::Tensor flat = at::empty({inputs[i].numel() * getSize()}, inputs[i].options());
         allgather_flat(*work, op, flat, inputs[i]);
         for (int r = 0; r < getSize(); ++r) {
-            TORCH_CHECK_VALUE(outputs[r].size() == inputs.size(), op, ": output list ", r, " has ", outputs[r].size(),
+            CCL_CHECK_ARGUMENT(outputs[r].size() == inputs.size(), op, ": output list ", r, " has ", outputs[r].size(),
                               " tensors, expected ", inputs.size());
             check_same_numel(outputs[r][i], inputs[i].numel(), op, "an output tensor", "same as its input");
         }
@@ -281,7 +285,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::gather(std::vector<std::vector<a
     check_root(root, getSize(), op);
     std::vector<at::Tensor> outs;
     if (getRank() == root) {
-        TORCH_CHECK_VALUE(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(), op,
+        CCL_CHECK_ARGUMENT(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(), op,
                           ": the root needs a list of ", getSize(), " output tensors");
         outs = outputs[0];
         for (auto& o : outs) {
@@ -290,7 +294,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::gather(std::vector<std::vector<a
             check_same_numel(o, input.numel(), op, "an output tensor", "same as input");
         }
     } else {
-        TORCH_CHECK_VALUE(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()), op,
+        CCL_CHECK_ARGUMENT(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()), op,
                           ": only the root passes output tensors");
     }
     auto work = make_work(c10d::OpType::GATHER, op, inputs, outs, opts.timeout);
@@ -316,7 +320,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::scatter(std::vector<at::Tensor>&
     check_root(root, getSize(), op);
     at::Tensor flat;
     if (getRank() == root) {
-        TORCH_CHECK_VALUE(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(), op,
+        CCL_CHECK_ARGUMENT(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(), op,
                           ": the root needs a list of ", getSize(), " input tensors");
         for (auto& i : inputs[0]) {
             check_dense(i, op, "input");
@@ -327,7 +331,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::scatter(std::vector<at::Tensor>&
         for (auto& i : inputs[0]) flats.push_back(i.reshape({-1}));
         flat = at::cat(flats);
     } else {
-        TORCH_CHECK_VALUE(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()), op,
+        CCL_CHECK_ARGUMENT(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()), op,
                           ": only the root passes input tensors");
     }
     auto work = make_work(c10d::OpType::SCATTER, op, flat.defined() ? std::vector<at::Tensor>{flat} : std::vector<at::Tensor>{},
@@ -385,7 +389,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::reduce_scatter_tensor_coalesced(
                                                                                 std::vector<at::Tensor>& inputs,
                                                                                 const c10d::ReduceScatterOptions& opts) {
     const char* op = "reduce_scatter_tensor_coalesced";
-    TORCH_CHECK_VALUE(outputs.size() == inputs.size(), op, ": ", outputs.size(), " outputs for ", inputs.size(), " inputs");
+    CCL_CHECK_ARGUMENT(outputs.size() == inputs.size(), op, ": ", outputs.size(), " outputs for ", inputs.size(), " inputs");
     auto work = make_work(c10d::OpType::COALESCED, op, inputs, outputs, opts.timeout);
     for (std::size_t i = 0; i < inputs.size(); ++i) reduce_scatter_flat(*work, op, outputs[i], inputs[i], opts.reduceOp);
     return work;
@@ -396,7 +400,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::reduce_scatter(std::vector<at::T
                                                                const c10d::ReduceScatterOptions& opts) {
     const char* op = "reduce_scatter";
     at::Tensor output = single(outputs, op);
-    TORCH_CHECK_VALUE(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(), op,
+    CCL_CHECK_ARGUMENT(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(), op,
                       ": expects a list of ", getSize(), " input tensors (one per rank)");
     for (auto& i : inputs[0]) {
         check_dense(i, op, "input");
@@ -428,14 +432,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::alltoall_base(at::Tensor& output
         const int64_t scale = t.is_complex() ? 2 : 1;
         std::vector<std::size_t> c(static_cast<std::size_t>(size));
         if (splits.empty()) {
-            TORCH_CHECK_VALUE(rows % size == 0, op, ": ", which, "'s first dimension (", rows,
+            CCL_CHECK_ARGUMENT(rows % size == 0, op, ": ", which, "'s first dimension (", rows,
                               ") is not divisible by the group size ", size, "; pass split sizes");
             std::fill(c.begin(), c.end(), static_cast<std::size_t>(rows / size * row * scale));
         } else {
-            TORCH_CHECK_VALUE(static_cast<int64_t>(splits.size()) == size, op, ": ", which, " split sizes have ",
+            CCL_CHECK_ARGUMENT(static_cast<int64_t>(splits.size()) == size, op, ": ", which, " split sizes have ",
                               splits.size(), " entries, expected one per rank (", size, ")");
-            for (auto s : splits) TORCH_CHECK_VALUE(s >= 0, op, ": negative ", which, " split size ", s);
-            TORCH_CHECK_VALUE(sum_of(splits) == rows, op, ": ", which, " split sizes add up to ", sum_of(splits),
+            for (auto s : splits) CCL_CHECK_ARGUMENT(s >= 0, op, ": negative ", which, " split size ", s);
+            CCL_CHECK_ARGUMENT(sum_of(splits) == rows, op, ": ", which, " split sizes add up to ", sum_of(splits),
                               ", but its first dimension is ", rows);
             for (int64_t r = 0; r < size; ++r) c[r] = static_cast<std::size_t>(splits[r] * row * scale);
         }
@@ -454,7 +458,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::alltoall_base(at::Tensor& output
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                                          const c10d::AllToAllOptions& opts) {
     const char* op = "alltoall";
-    TORCH_CHECK_VALUE(static_cast<int>(inputs.size()) == getSize() && static_cast<int>(outputs.size()) == getSize(), op,
+    CCL_CHECK_ARGUMENT(static_cast<int>(inputs.size()) == getSize() && static_cast<int>(outputs.size()) == getSize(), op,
                       ": expects one input and one output tensor per rank (", getSize(), "), got ", inputs.size(), " and ",
                       outputs.size());
     std::vector<std::size_t> send_counts, recv_counts;
@@ -525,13 +529,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::barrier(const c10d::BarrierOptio
 // ---- coalescing ---------------------------------------------------------------------------------------------
 
 void ProcessGroupCCL::startCoalescing() {
-    TORCH_CHECK_VALUE(!coalescing_, "startCoalescing: already coalescing");
+    CCL_CHECK_ARGUMENT(!coalescing_, "startCoalescing: already coalescing");
     coalescing_ = true;
     coalesced_.clear();
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::endCoalescing() {
-    TORCH_CHECK_VALUE(coalescing_, "endCoalescing: startCoalescing was not called");
+    CCL_CHECK_ARGUMENT(coalescing_, "endCoalescing: startCoalescing was not called");
     coalescing_ = false;
     std::vector<at::Tensor> outputs;
     for (auto& w : coalesced_) for (auto& t : w->result()) outputs.push_back(t);

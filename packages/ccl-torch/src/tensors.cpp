@@ -1,5 +1,7 @@
 #include "tensors.hpp"
 
+#include "torch_errors.hpp"
+
 #include <c10/util/Exception.h>
 
 #include <sstream>
@@ -13,18 +15,19 @@ std::string describe(const at::Tensor& t) {
 }
 
 void check_dense(const at::Tensor& t, const char* op, const char* what) {
-    TORCH_CHECK_VALUE(t.defined(), op, ": ", what, " is an undefined tensor");
-    TORCH_CHECK_VALUE(t.layout() == at::kStrided, op, ": ", what, " has layout ", t.layout(),
+    CCL_CHECK_ARGUMENT(t.defined(), op, ": ", what, " is an undefined tensor");
+    CCL_CHECK_ARGUMENT(t.layout() == at::kStrided, op, ": ", what, " has layout ", t.layout(),
                       "; only dense (strided) tensors are supported");
 }
 
 void check_same_dtype(const at::Tensor& a, const at::Tensor& b, const char* op) {
-    TORCH_CHECK_TYPE(a.scalar_type() == b.scalar_type(), op, ": tensors must share one dtype, got ",
-                     a.scalar_type(), " and ", b.scalar_type());
+    // "Tensors are not equal in data type": the original's wording, which its users' tests match
+    CCL_CHECK_DTYPE(a.scalar_type() == b.scalar_type(), op, ": Tensors are not equal in data type (",
+                    a.scalar_type(), " and ", b.scalar_type(), "); every tensor of one op must share one dtype");
 }
 
 void check_same_numel(const at::Tensor& t, int64_t expected, const char* op, const char* what, const char* why) {
-    TORCH_CHECK_VALUE(t.numel() == expected, op, ": ", what, " has ", t.numel(), " elements, expected ", expected,
+    CCL_CHECK_ARGUMENT(t.numel() == expected, op, ": ", what, " has ", t.numel(), " elements, expected ", expected,
                       " (", why, ")");
 }
 
@@ -44,7 +47,7 @@ ccl_core::DType core_dtype(at::ScalarType type, const char* op) {
         case at::kUInt32: return DType::uint32;
         case at::kUInt64: return DType::uint64;
         default:
-            TORCH_CHECK_TYPE(false, op, ": dtype ", type, " is not supported by the ccl backend "
+            CCL_CHECK_DTYPE(false, op, ": dtype ", type, " is not supported by the ccl backend "
                              "(supported: float64/32/16, bfloat16, int8/16/32/64, uint8/16/32/64, bool, complex64/128)");
     }
 }
@@ -90,7 +93,7 @@ Reduction plan_reduction(const c10d::ReduceOp& op, at::ScalarType type, const ch
         case R::PREMUL_SUM: {
             TORCH_CHECK_NOT_IMPLEMENTED(floating, name, ": ReduceOp.PREMUL_SUM needs a floating or complex dtype, got ", type);
             auto* s = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
-            TORCH_CHECK_VALUE(s != nullptr, name, ": PREMUL_SUM without a factor");
+            CCL_CHECK_ARGUMENT(s != nullptr, name, ": PREMUL_SUM without a factor");
             if (s->tensor_factor.defined()) r.premul_tensor = s->tensor_factor;
             else r.premul = s->double_factor;
             r.engine_op = ReduceOp::sum;

@@ -21,7 +21,7 @@ if _torch.__version__.split("+")[0] != built_with_torch.split("+")[0]:
 import ccl_core as _ccl_core  # noqa: E402,F401  (loads oneCCL and libccl_core before our extension)
 
 from . import _C  # noqa: E402
-from ._C import ProcessGroupCCL  # noqa: E402
+from ._C import ArgumentError, DTypeError, ProcessGroupCCL  # noqa: E402
 from ._registration import register  # noqa: E402
 from . import _deepspeed_compat, _environment  # noqa: E402
 
@@ -43,4 +43,4 @@ register()
 _environment.set_build_defaults()  # CCL_ROOT, CPATH, LIBRARY_PATH for run-time builds (DeepSpeed), never overriding
 _deepspeed_compat.install()
 
-__all__ = ["ProcessGroupCCL", "__version__", "built_with_torch", "cwd", "device_plugins", "get_include", "register"]
+__all__ = ["ArgumentError", "DTypeError", "ProcessGroupCCL", "__version__", "built_with_torch", "cwd", "device_plugins", "get_include", "register"]
