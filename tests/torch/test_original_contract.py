@@ -28,3 +28,29 @@ def test_error_classes_are_exported_by_both_module_names():
         assert r["argument"][:3] == ["ArgumentError", "ValueError", "RuntimeError"], r
         assert "TypeError" in r["dtype"] and "ArgumentError" in r["dtype"], r
         assert r["same in torch_ccl"] and r["module"] == "oneccl_bindings_for_pytorch"
+
+
+def test_reduce_scatter_with_a_different_output_size_on_each_rank():
+    for rank, rows in enumerate(run_in_group(w.uneven_reduce_scatter, 3)):
+        for dtype, op, got, expected in rows:
+            assert got == expected, (rank, dtype, op, got, expected)
+
+
+def test_recv_without_src_returns_the_sender_as_gloo_does():
+    ccl = run_in_group(w.recv_any_source, 3)
+    gloo = run_in_group(w.recv_any_source, 3, backend="gloo")
+    assert ccl == gloo, (ccl, gloo)
+    assert ccl[0] == [(1, [1.0] * 3), (2, [2.0] * 3), ("named", 1, [10.0] * 3), ("any", 1, [11.0] * 3),
+                      ("named", 1, [12.0] * 3)], ccl[0]
+
+
+def test_irecv_without_src_on_every_rank_does_not_deadlock():
+    results = run_in_group(w.pipeline_exchange_without_src, 3, timeout=30)
+    assert results == [(2, [2.0, 2.0]), (0, [0.0, 0.0]), (1, [1.0, 1.0])], results
+
+
+def test_recv_without_any_sender_times_out_without_spinning():
+    (message, elapsed, cpu), total = run_in_group(w.recv_without_sender_times_out, 2, timeout=3)[0]
+    assert message.startswith("DistBackendError") and "no rank sent to rank 0 within 3000 ms" in message, message
+    assert elapsed >= 3.0 and cpu < 0.3, (elapsed, cpu)
+    assert total == 2.0

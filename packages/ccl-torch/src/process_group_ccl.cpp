@@ -62,6 +62,7 @@ ProcessGroupCCL::ProcessGroupCCL(const c10::intrusive_ptr<c10d::Store>& store, i
     options.timeout = timeout;
     options.name = name;
     store_ = std::make_shared<C10dStore>(store);
+    any_source_ = std::make_shared<AnySourceLedger>(store, rank, size);
     comm_ = translate_errors([&] { return ccl_core::Communicator::create(store_, rank, size, options); });
 }
 
@@ -400,18 +401,33 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::reduce_scatter(std::vector<at::T
                                                                const c10d::ReduceScatterOptions& opts) {
     const char* op = "reduce_scatter";
     at::Tensor output = single(outputs, op);
+    check_dense(output, op, "output");
     CCL_CHECK_ARGUMENT(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(), op,
-                      ": expects a list of ", getSize(), " input tensors (one per rank)");
-    for (auto& i : inputs[0]) {
-        check_dense(i, op, "input");
-        check_same_dtype(i, output, op);
-        check_same_numel(i, output.numel(), op, "an input tensor", "same as output");
+                       ": expects a list of ", getSize(), " input tensors (one per rank)");
+    const auto& ins = inputs[0];
+    bool even = true;
+    int64_t offset = 0;  // where this rank's part starts in the concatenated inputs
+    for (int r = 0; r < getSize(); ++r) {
+        check_dense(ins[r], op, "input");
+        check_same_dtype(ins[r], output, op);
+        even = even && ins[r].numel() == ins[0].numel();
+        if (r < getRank()) offset += ins[r].numel();
     }
+    check_same_numel(ins[getRank()], output.numel(), op, "this rank's input tensor", "same as its output");
     std::vector<at::Tensor> flats;
-    for (auto& i : inputs[0]) flats.push_back(i.reshape({-1}));
+    for (const auto& i : ins) flats.push_back(i.reshape({-1}));
     at::Tensor flat = at::cat(flats);
-    auto work = make_work(c10d::OpType::REDUCE_SCATTER, op, inputs[0], outputs, opts.timeout);
-    reduce_scatter_flat(*work, op, output, flat, opts.reduceOp);
+    auto work = make_work(c10d::OpType::REDUCE_SCATTER, op, ins, outputs, opts.timeout);
+    if (even) {
+        reduce_scatter_flat(*work, op, output, flat, opts.reduceOp);
+    } else {
+        // Outputs of different sizes per rank (the original allowed it; oneCCL's reduce_scatter does not): reduce
+        // the whole list, keep this rank's part. It moves size x the data of the even case.
+        reduce_into(*work, op, flat, opts.reduceOp, -1);
+        work->finish_steps().push_back([flat, output, offset]() mutable {
+            output.copy_(flat.narrow(0, offset, output.numel()).view(output.sizes()));
+        });
+    }
     return work;
 }
 
@@ -503,6 +519,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::send(std::vector<at::Tensor>& te
     Buffer buf = input_buffer(t, op);
     work->add(translate_errors([&] { return work->engine().send(buf.data(), buf.count, buf.dtype, dst_rank); }));
     work->keep_alive(buf.tensor);
+    any_source_->sent_to(dst_rank);
     return work;
 }
 
@@ -513,11 +530,27 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::recv(std::vector<at::Tensor>& te
     auto work = make_work(c10d::OpType::RECV, op, tensors, tensors, c10d::kUnsetTimeout);
     Buffer buf = output_buffer(t, op, work->finish_steps());
     work->add(translate_errors([&] { return work->engine().recv(buf.data(), buf.count, buf.dtype, src_rank); }));
+    any_source_->received_from(src_rank);
+    work->set_source_rank(src_rank);
     return work;
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::recvAnysource(std::vector<at::Tensor>& /*tensors*/, int /*tag*/) {
-    TORCH_CHECK_NOT_IMPLEMENTED(false, "recv: receiving from any source is not supported by the ccl backend; name src");
+// The recv is issued once some peer's send to this rank is announced and unclaimed (see any_source.hpp), at the
+// latest when the caller waits; until then it costs a store read per poll.
+c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::recvAnysource(std::vector<at::Tensor>& tensors, int /*tag*/) {
+    const char* op = "recv";
+    at::Tensor t = single(tensors, op);
+    check_dense(t, op, "tensor");
+    CCL_CHECK_ARGUMENT(getSize() > 1, "recv without src: a group of one rank has no peer to receive from");
+    auto work = make_work(c10d::OpType::RECVANYSOURCE, op, tensors, tensors, c10d::kUnsetTimeout);
+    Buffer buf = output_buffer(t, op, work->finish_steps());
+    work->defer([ledger = any_source_, buf](CCLWork& w) -> std::optional<ccl_core::Request> {
+        const auto src = ledger->claim_any();
+        if (!src) return std::nullopt;
+        w.set_source_rank(*src);
+        return translate_errors([&] { return w.engine().recv(buf.data(), buf.count, buf.dtype, *src); });
+    }, "recv without src");
+    return work;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::barrier(const c10d::BarrierOptions& opts) {

@@ -2,6 +2,7 @@
 // the buffers, issue on ccl-core, and return a CCLWork that finishes the result when the op completes.
 #pragma once
 
+#include "any_source.hpp"
 #include "work.hpp"
 
 #include <ccl_core/communicator.hpp>
@@ -93,6 +94,7 @@ private:
     std::map<c10::DeviceType, std::shared_ptr<ccl_core::Collectives>> device_engines_;  // from device plugins
     std::chrono::milliseconds timeout_;
     std::shared_ptr<FutureCompleter> completer_;
+    std::shared_ptr<AnySourceLedger> any_source_;  // sends and recvs counted for recv without src
     bool verbose_ = false;
     bool coalescing_ = false;
     uint64_t seq_ = 0;

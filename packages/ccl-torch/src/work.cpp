@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <sched.h>
+#include <thread>
 
 namespace ccl_torch {
 
@@ -21,6 +22,45 @@ CCLWork::CCLWork(int rank, c10d::OpType type, const char* profiling_title, const
       started_(std::chrono::steady_clock::now()) {}
 
 void CCLWork::set_verbose(std::string description) { verbose_ = std::move(description); }
+
+void CCLWork::defer(DeferredIssue issue, std::string what) {
+    std::lock_guard<std::mutex> lock(poll_mutex_);
+    deferred_ = std::move(issue);
+    deferred_what_ = std::move(what);
+    issue_deferred();  // often the peer has already sent
+}
+
+int CCLWork::sourceRank() const {
+    TORCH_CHECK(source_rank_ >= 0, "sourceRank: only a completed recv without src knows its source");
+    return source_rank_;
+}
+
+bool CCLWork::issue_deferred() {
+    if (!deferred_) return true;
+    auto request = deferred_(*this);
+    if (!request) return false;
+    requests_.push_back(std::move(*request));
+    deferred_ = nullptr;
+    return true;
+}
+
+// Polls the deferred issue with a growing sleep (1 to 20 ms): a recv without src costs no CPU while it waits.
+void CCLWork::wait_for_deferred(std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds limit) {
+    auto nap = std::chrono::milliseconds(1);
+    for (;;) {
+        {
+            std::lock_guard<std::mutex> lock(poll_mutex_);
+            if (issue_deferred()) return;
+        }
+        if (std::chrono::steady_clock::now() >= deadline) {
+            C10_THROW_ERROR(DistBackendError, "ccl: " + deferred_what_ + ": no rank sent to rank " +
+                                                  std::to_string(rank_) + " within " + std::to_string(limit.count()) +
+                                                  " ms");
+        }
+        std::this_thread::sleep_for(nap);
+        nap = std::min(nap * 2, std::chrono::milliseconds(20));
+    }
+}
 
 void CCLWork::absorb(const CCLWork& part) {
     requests_.insert(requests_.end(), part.requests_.begin(), part.requests_.end());
@@ -50,6 +90,12 @@ bool CCLWork::poll() {
     }
     std::exception_ptr error;
     try {
+        if (!issue_deferred()) {
+            if (std::chrono::steady_clock::now() < deadline_) return false;
+            C10_THROW_ERROR(DistBackendError, "ccl: " + deferred_what_ + ": no rank sent to rank " +
+                                                  std::to_string(rank_) + " within " + std::to_string(timeout_.count()) +
+                                                  " ms");
+        }
         for (auto& r : requests_) {
             if (!translate_errors([&] { return r.test(); })) return false;
         }
@@ -99,6 +145,12 @@ std::exception_ptr CCLWork::exception() const {
 bool CCLWork::wait(std::chrono::milliseconds timeout) {
     const auto limit = timeout == ::kNoTimeout ? timeout_ : timeout;
     const auto deadline = std::chrono::steady_clock::now() + limit;
+    try {
+        wait_for_deferred(deadline, limit);
+    } catch (...) {
+        complete(std::current_exception());
+        std::rethrow_exception(exception());
+    }
     // Each request waits with the time left; a request's own timeout error (naming op and ranks) wins.
     for (std::size_t i = 0; i < requests_.size(); ++i) {
         // the first request gets the whole limit, so that its timeout message states the user's value

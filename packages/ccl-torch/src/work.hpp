@@ -11,7 +11,9 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <vector>
 
@@ -27,6 +29,12 @@ public:
 
     // Adds a request this work waits for (issued in order; all complete before the finish steps run).
     void add(ccl_core::Request request) { requests_.push_back(std::move(request)); }
+    // A request that can only be issued later (recv from any source: once some peer has sent). `issue` is
+    // retried by every poll and wait until it returns a request; it sets the source rank when it does.
+    using DeferredIssue = std::function<std::optional<ccl_core::Request>(CCLWork&)>;
+    void defer(DeferredIssue issue, std::string what);
+    void set_source_rank(int rank) { source_rank_ = rank; }
+    int sourceRank() const override;
     // The collectives this work's op runs on (CPU or a device plugin's), chosen when the work is made.
     void set_engine(ccl_core::Collectives& engine) { engine_ = &engine; }
     ccl_core::Collectives& engine() const { return *engine_; }
@@ -53,10 +61,15 @@ public:
 
 private:
     bool poll();                          // test every request; run finish steps when all are done
+    bool issue_deferred();                // true once no deferred request is left (caller holds poll_mutex_)
+    void wait_for_deferred(std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds limit);
     void complete(std::exception_ptr error);
 
     ccl_core::Collectives* engine_ = nullptr;
     std::vector<ccl_core::Request> requests_;
+    DeferredIssue deferred_;
+    std::string deferred_what_;  // for the timeout message
+    int source_rank_ = -1;
     FinishSteps finish_;
     std::vector<at::Tensor> outputs_;
     std::vector<at::Tensor> keep_;
