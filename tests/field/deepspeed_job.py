@@ -17,7 +17,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--backend", choices=["ccl", "gloo"], required=True)
 parser.add_argument("--stages", default="0,1,2,3")
 parser.add_argument("--steps", type=int, default=6)
-parser.add_argument("--inference", action="store_true", help="also tensor-parallel inference (needs transformers)")
+parser.add_argument("--inference", action="store_true", help="also tensor-parallel inference, fp32 and bf16 (needs transformers)")
 parser.add_argument("--out", required=True)
 args = parser.parse_args()
 
@@ -26,21 +26,26 @@ if args.backend == "gloo":
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
 import deepspeed  # noqa: E402
+
+if args.backend == "gloo":
+    # On gloo DeepSpeed's inference_all_reduce takes its own shared-memory op, which dies of SIGSEGV here
+    # (deepspeed 0.19.8); the reference run uses torch's all_reduce on gloo instead.
+    deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from torch import nn  # noqa: E402
 
 
 class Block(nn.Module):
-    """A transformer-style MLP block: `up` is split by columns, `down` by rows (its output is all-reduced)."""
+    """A transformer-style MLP block: `up_proj` is split by columns, `down_proj` by rows (LLaMA's names) (its output is all-reduced)."""
 
     def __init__(self, width=64, hidden=256):
         super().__init__()
-        self.up = nn.Linear(width, hidden)
-        self.down = nn.Linear(hidden, width)
+        self.up_proj = nn.Linear(width, hidden)
+        self.down_proj = nn.Linear(hidden, width)
 
     def forward(self, x):
-        return x + self.down(torch.relu(self.up(x)))
+        return x + self.down_proj(torch.relu(self.up_proj(x)))
 
 
 def model():
@@ -71,14 +76,14 @@ def train(stage, rank):
     return losses
 
 
-def tensor_parallel_inference():
-    engine = deepspeed.init_inference(model(), tensor_parallel={"tp_size": dist.get_world_size()},
-                                      dtype=torch.float32, injection_policy={Block: ("down",)})
-    x = torch.randn(4, 64, generator=torch.Generator().manual_seed(7))
+def tensor_parallel_inference(dtype):
+    engine = deepspeed.init_inference(model().to(dtype), tensor_parallel={"tp_size": dist.get_world_size()},
+                                      dtype=dtype, injection_policy={Block: ("down_proj",)})
+    x = torch.randn(4, 64, generator=torch.Generator().manual_seed(7)).to(dtype)
     with torch.no_grad():
         out = engine(x)
-        reference = model()(x)  # the whole model on one rank
-    return out.flatten().tolist(), reference.flatten().tolist()
+        reference = model().to(dtype)(x)  # the whole model on one rank
+    return out.float().flatten().tolist(), reference.float().flatten().tolist()
 
 
 deepspeed.init_distributed()
@@ -87,7 +92,8 @@ result = {"backend": dist.get_backend(), "stages": {}}
 for stage in [int(s) for s in args.stages.split(",") if s]:
     result["stages"][str(stage)] = train(stage, rank)
 if args.inference:
-    result["inference"], result["inference_reference"] = tensor_parallel_inference()
+    for dtype in (torch.float32, torch.bfloat16):
+        result[f"inference {dtype}"], result[f"reference {dtype}"] = tensor_parallel_inference(dtype)
 result["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 with open(f"{args.out}.{rank}", "w") as f:
     json.dump(result, f)

@@ -23,6 +23,10 @@ const std::vector<EnvDefault>& env_defaults() {
          "the KVS bootstrap needs no MPI; ATL/MPI without mpiexec makes every process rank 0"},
         {"CCL_ATL_SHM", "1",
          "adds libfabric's shared-memory provider for ranks on one host (about 2x tcp's bandwidth)"},
+        {"FI_SHM_RX_SIZE", "256",
+         "libfabric's shared-memory region per rank: 1024-entry queues (its default) make it 23 MiB plus 8 MiB of "
+         "buffers, touched at start; 256 makes it 7 MiB with no loss of speed measured here"},
+        {"FI_SHM_TX_SIZE", "256", "see FI_SHM_RX_SIZE"},
         {"CCL_PROCESS_LAUNCHER", "none",
          "our bootstrap does not use the launcher; oneCCL then counts a host's ranks itself, as under torchrun "
          "(with Hydra's MPI_LOCALNRANKS its shared-memory set-up failed for mpiexec across hosts)"},
