@@ -126,6 +126,23 @@ std::shared_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store,
 Communicator::Communicator(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Communicator::~Communicator() = default;
 
+void Communicator::Impl::wait_for_departures() noexcept {
+    try {
+        PrefixStore departed("ccl_core/departed", store);
+        departed.set(std::to_string(rank), Bytes{'1'});
+        if (rank != 0) return;
+        const auto limit = std::min(options.timeout, Milliseconds(10000));
+        const auto deadline = std::chrono::steady_clock::now() + limit;
+        for (int r = 1; r < size; ++r) {
+            const auto left = std::chrono::duration_cast<Milliseconds>(deadline - std::chrono::steady_clock::now());
+            if (left.count() <= 0) return;
+            (void)departed.get(std::to_string(r), left);
+        }
+    } catch (const std::exception&) {
+        // a store that is gone or a rank that never came: nothing more to protect
+    }
+}
+
 int Communicator::rank() const { return impl_->rank; }
 int Communicator::size() const { return impl_->size; }
 const CommunicatorOptions& Communicator::options() const { return impl_->options; }

@@ -36,8 +36,20 @@ public:
         if (is_aborted.load()) {
             (void)comm.release();
             new std::shared_ptr<ccl::kvs_interface>(std::move(kvs));  // likewise never destroyed
+            return;
         }
+        if (!comm) return;  // creation failed: no barrier to protect
+        shm.reset();
+        comm.reset();  // oneCCL's destructor synchronises the ranks through the store
+        kvs.reset();
+        wait_for_departures();
     }
+
+    // oneCCL's destructor ends with a barrier over the store, whose last reads may come after a fast rank has
+    // left it. Under srun or mpiexec rank 0's process hosts the store: were it to exit then, the others would
+    // retry their reads for ever. So every rank records that it is through, and rank 0 waits for all of them
+    // (bounded: a rank that died must not hold it).
+    void wait_for_departures() noexcept;
 
     std::shared_ptr<Store> store;
     int rank;
