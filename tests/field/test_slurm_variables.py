@@ -1,7 +1,7 @@
 """Ranks started with the variables Slurm's srun gives each task (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID,
 SLURM_JOB_NODELIST, SLURM_JOB_ID) and nothing else: no RANK, no MASTER_ADDR/PORT. Both torch's env:// rendezvous
-on `ccl` and ccl_core.init_from_env find each other. (These processes are started by the test, not by a real
-slurmd: that test is still to come, see the README's Slurm section.)"""
+on `ccl` and ccl_core.init_from_env find each other. (These processes are started by the test itself, which is quick and
+needs no root; test_slurm.py runs the same under a real Slurm.)"""
 import socket
 import subprocess
 import sys
