@@ -184,3 +184,68 @@ def mismatched_allreduce_sizes(rank, size):
         return "no error"
     except Exception as e:  # noqa: BLE001 - the test checks type and message
         return f"{type(e).__name__}: {e}"
+
+
+def bad_tensor_last_in_multi_tensor_ops(rank, size):
+    """Each multi-tensor op gets good tensors first and one bad tensor last: it must raise before issuing anything,
+    leave the good tensors untouched and the sequence number where it was, and the group must stay in step."""
+    group = dist.distributed_c10d._get_default_group()
+    backend = group._get_backend(torch.device("cpu"))
+    seq = backend._get_sequence_number_for_group()
+    results = {}
+
+    def attempt(name, fn, watched):
+        before = [t.clone() for t in watched]
+        try:
+            fn()
+            results[name] = "no error"
+        except Exception as e:  # noqa: BLE001 - the test checks type and message
+            results[name] = f"{type(e).__name__}: {e}"
+        results[name + " untouched"] = all(torch.equal(a, b) for a, b in zip(before, watched))
+
+    good = [torch.full((4,), rank + 1.0), torch.full((3,), rank + 2.0)]
+    attempt("allreduce_coalesced",
+            lambda: backend.allreduce_coalesced(good + [torch.ones(2).to(torch.float8_e4m3fn)]).wait(), good)
+    outs = [torch.zeros(4 * size), torch.zeros(3)]  # the second output is too small
+    attempt("allgather_into_tensor_coalesced",
+            lambda: backend.allgather_into_tensor_coalesced(outs, [torch.ones(4), torch.ones(2)]).wait(), outs)
+    rs_outs = [torch.zeros(2), torch.zeros(2)]
+    attempt("reduce_scatter_tensor_coalesced",
+            lambda: backend.reduce_scatter_tensor_coalesced(rs_outs, [torch.ones(2 * size), torch.ones(3)]).wait(),
+            rs_outs)
+    lists = [[torch.zeros(2), torch.zeros(5)] for _ in range(size)]
+    attempt("allgather_coalesced",
+            lambda: backend.allgather_coalesced(lists, [torch.ones(2), torch.ones(3)]).wait(), [t for l in lists for t in l])
+    attempt("send to self", lambda: backend.send([torch.ones(1)], rank, 0).wait(), [])  # torch checks dist.send itself
+    results["sequence unchanged"] = backend._get_sequence_number_for_group() == seq
+    t = torch.full((5,), float(rank))
+    dist.all_reduce(t)
+    results["still in step"] = t.tolist()
+    return results
+
+
+def cpu_while_waiting_for_a_late_peer(rank, size, late_s):
+    """Rank 1 arrives late_s late at a barrier, then an all_reduce, then a future-driven all_reduce: the CPU seconds
+    rank 0 spends waiting in each."""
+    import resource
+
+    def cpu():
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+
+    spent = {}
+    for name in ("barrier", "all_reduce", "future"):
+        dist.barrier()
+        if rank == 1:
+            time.sleep(late_s)
+        start = cpu()
+        if name == "barrier":
+            dist.barrier()
+        elif name == "all_reduce":
+            dist.all_reduce(torch.ones(1024))
+        else:
+            fut = dist.all_reduce(torch.ones(1024), async_op=True).get_future()
+            while not fut.done():  # the group's future thread drives the op; this thread just sleeps
+                time.sleep(0.05)
+        spent[name] = cpu() - start
+    return spent

@@ -1,4 +1,5 @@
 """Async semantics, timeouts, sub-groups and bad input on the ccl backend."""
+import pytest
 import behaviour_workers as w
 from pg import run_in_group
 
@@ -12,13 +13,13 @@ def test_is_completed_never_blocks_and_wait_completes():
 def test_wait_with_timeout_raises_within_the_timeout():
     message, elapsed = run_in_group(w.wait_timeout_raises, 2, timeout=30)[0]
     assert message.startswith("DistBackendError") and "allreduce" in message and "within 1000 ms" in message, message
-    assert 1.0 <= elapsed <= 1.5, elapsed
+    assert elapsed >= 1.0, elapsed  # never early; the group's 30 s would show if wait ignored its timeout
 
 
 def test_group_timeout_is_honoured_by_blocking_collectives():
     message, elapsed = run_in_group(w.group_timeout_honoured, 2, timeout=2)[0]
     assert "DistBackendError" in message and "broadcast" in message and "within 2000 ms" in message, message
-    assert 2.0 <= elapsed <= 2.2, elapsed
+    assert elapsed >= 2.0, elapsed
 
 
 def test_futures_complete_without_waiting_on_the_work():
@@ -75,3 +76,24 @@ def test_shared_memory_path_can_be_switched_off(monkeypatch):
 def test_mismatched_allreduce_sizes_raise_on_every_rank_without_debug_mode():
     for message in run_in_group(w.mismatched_allreduce_sizes, 2, timeout=20):
         assert "disagree" in message and "4 float32" in message and "8 float32" in message, message
+
+
+def test_multi_tensor_ops_check_every_tensor_before_issuing():
+    for r in run_in_group(w.bad_tensor_last_in_multi_tensor_ops, 2):
+        for name in ("allreduce_coalesced", "allgather_into_tensor_coalesced", "reduce_scatter_tensor_coalesced",
+                     "allgather_coalesced", "send to self"):
+            assert "Error" in r[name] and "no error" not in r[name], (name, r[name])
+            assert r[name + " untouched"], (name, "a good tensor was changed by an op that raised")
+        assert "unexpected rank" in r["send to self"], r["send to self"]
+        assert r["sequence unchanged"]
+        assert r["still in step"] == [1.0] * 5
+
+
+@pytest.mark.parametrize("shm", ["1", "0"])
+def test_waiting_for_a_late_peer_costs_almost_no_cpu(monkeypatch, shm):
+    # CCL_CORE_SHM=0 puts every op on oneCCL, which is polled (no worker thread); 1 takes the shared-memory path
+    monkeypatch.setenv("CCL_CORE_SHM", shm)
+    spent = run_in_group(w.cpu_while_waiting_for_a_late_peer, 2, 10.0)[0]
+    print(f"CCL_CORE_SHM={shm}: CPU seconds while waiting 10 s for a late peer: {spent}")
+    for name, seconds in spent.items():
+        assert seconds < 0.1, (name, seconds, spent)

@@ -371,8 +371,20 @@ Request Communicator::recv(void* buffer, std::size_t count, DType dtype, int pee
     });
 }
 
+// oneCCL's barrier blocks inside the call, polling for as long as the last rank takes (a core burnt while waiting
+// for a late peer). A one-element allreduce synchronises the same way, through our wait (which naps when a peer is
+// late) and, on one host, the shared-memory path. Its token lives as long as the operation.
 Request Communicator::barrier() {
-    return issue(impl_, "barrier", all_ranks(size()), [&](ccl::communicator& comm) { return ccl::barrier(comm); });
+    const char* name = "barrier";
+    auto token = std::make_shared<std::int32_t>(0);
+    std::function<void()> keep_token = [token] {};
+    if (impl_->shm) {
+        return issue_shm(impl_, name, detail::ShmCollectives::Kind::allreduce, token.get(), token.get(), 1,
+                         DType::int32, ReduceOp::sum, 0, keep_token);
+    }
+    return issue(impl_, name, all_ranks(size()), [&](ccl::communicator& comm) {
+        return ccl::allreduce(token.get(), token.get(), 1, detail::to_ccl(DType::int32), engine_op(ReduceOp::sum), comm);
+    }, keep_token);
 }
 
 // ---- sub-communicators -------------------------------------------------------------------------------------

@@ -67,13 +67,22 @@ void EngineOperation::wait(std::optional<std::chrono::milliseconds> timeout, con
     // - any operation sleeps at once when a peer last noted this core as its own (ranks of an all-local group note
     //   their cores in the shared segment while they wait): the peer cannot progress until this rank gives the core
     //   away, and a yield hands it over only after ~100-300 µs here.
+    // - oneCCL operations stop yielding after 20 ms (a peer is late, or the op is long): then they nap, 20 µs
+    //   growing to 1 ms, and after half a second to 20 ms, so that waiting for a late peer costs almost no CPU (a poll
+    //   of oneCCL costs ~50 µs). Each wake still polls, which is what moves oneCCL without its worker thread: a
+    //   transfer longer than 20 ms loses up to a millisecond per step, one longer than half a second up to 20 ms.
     const bool oversubscribed = comm->oversubscribed;
     detail::ShmCollectives* shm = shm_op ? comm->shm.get() : nullptr;
     detail::ShmCollectives* board = comm->shm.get();  // where same-host ranks note their cores
     if (board) board->note_my_core();
     const auto spin_until = start + std::chrono::microseconds(oversubscribed ? 2 : 50);
-    const auto yield_until = oversubscribed ? start : start + std::chrono::milliseconds(shm ? 1 : limit.count());
-    constexpr auto kNap = std::chrono::microseconds(20);
+    const auto yield_until = oversubscribed ? start : start + std::chrono::milliseconds(shm ? 1 : 20);
+    constexpr auto kMinNap = std::chrono::microseconds(20);
+    constexpr auto kMaxNap = std::chrono::microseconds(1000);
+    constexpr auto kMaxLateNap = std::chrono::microseconds(20000);
+    auto nap = kMinNap;
+    const auto late = start + std::chrono::milliseconds(20);     // from here on naps grow (oversubscribed ranks too)
+    const auto very_late = start + std::chrono::milliseconds(500);
     bool spinning = true;
     for (unsigned i = 0;; ++i) {
         if (test()) return;
@@ -87,7 +96,10 @@ void EngineOperation::wait(std::optional<std::chrono::milliseconds> timeout, con
         if (!spinning || share_core) {
             if (now < yield_until && !share_core) ::sched_yield();
             else if (shm) shm->sleep_unless([this] { return test(); }, std::chrono::milliseconds(10));
-            else std::this_thread::sleep_for(kNap);  // oneCCL publishes nothing to sleep on
+            else {
+                std::this_thread::sleep_for(nap);  // oneCCL publishes nothing to sleep on
+                if (now >= late) nap = std::min(nap * 2, now >= very_late ? kMaxLateNap : kMaxNap);
+            }
         }
         if (every_50ms && now >= next_callback) {
             next_callback = now + std::chrono::milliseconds(50);

@@ -78,12 +78,17 @@ void FutureCompleter::run() {
     std::vector<c10::intrusive_ptr<CCLWork>> pending;
     std::chrono::steady_clock::time_point give_up{};
     // After a burst of fruitless polls, nap with growing pauses: this thread must not take the cores the
-    // ranks compute on (DDP overlaps its buckets with backward). New work ends a nap at once.
+    // ranks compute on (DDP overlaps its buckets with backward). New work ends a nap at once. Pauses stay short
+    // (<= 0.5 ms: polling is what moves the ops) until nothing has progressed for 50 ms, as when a peer is late;
+    // then they grow to 20 ms, so that a long wait costs almost no CPU (a poll of oneCCL costs ~50 µs).
     constexpr int kSpinPolls = 64;
     constexpr auto kMinNap = std::chrono::microseconds(10);
     constexpr auto kMaxNap = std::chrono::microseconds(500);
+    constexpr auto kMaxLateNap = std::chrono::microseconds(20000);
+    constexpr auto kLateAfter = std::chrono::milliseconds(50);
     int idle_polls = 0;
     auto nap = kMinNap;
+    auto last_progress = std::chrono::steady_clock::now();
     for (;;) {
         {
             std::unique_lock<std::mutex> lock(mutex_);
@@ -92,7 +97,8 @@ void FutureCompleter::run() {
                 if (pending.empty()) {
                     cv_.wait(lock, ready);
                 } else if (!cv_.wait_for(lock, nap, ready)) {
-                    nap = std::min(nap * 2, std::chrono::duration_cast<std::chrono::microseconds>(kMaxNap));
+                    const bool late = std::chrono::steady_clock::now() - last_progress > kLateAfter;
+                    nap = std::min(nap * 2, late ? kMaxLateNap : kMaxNap);
                 }
             }
             while (!incoming_.empty()) {
@@ -100,6 +106,7 @@ void FutureCompleter::run() {
                 incoming_.pop_front();
                 idle_polls = 0;
                 nap = kMinNap;
+                last_progress = std::chrono::steady_clock::now();
             }
             if (stop_) {
                 if (give_up == std::chrono::steady_clock::time_point{}) give_up = std::chrono::steady_clock::now() + kShutdownGrace;
@@ -119,6 +126,7 @@ void FutureCompleter::run() {
         if (progressed) {
             idle_polls = 0;
             nap = kMinNap;
+            last_progress = std::chrono::steady_clock::now();
         } else if (++idle_polls < kSpinPolls) {
             ::sched_yield();
         }

@@ -36,9 +36,41 @@ const at::Tensor& single(const std::vector<at::Tensor>& ts, const char* op) {
 
 int64_t sum_of(const std::vector<int64_t>& v) { return std::accumulate(v.begin(), v.end(), int64_t{0}); }
 
+void check_peer(int peer, int rank, int size, const char* op) {
+    CCL_CHECK_ARGUMENT(peer >= 0 && peer < size && peer != rank, op, ": unexpected rank ", peer, " as peer of rank ", rank,
+                       "; a group of ", size, " ranks has ranks 0..", size - 1, ", and a rank cannot be its own peer");
+}
+
 void check_root(int64_t root, int size, const char* op) {
     CCL_CHECK_ARGUMENT(root >= 0 && root < size, op, ": unexpected rank ", root, " as root; a group of ", size,
                        " ranks has ranks 0..", size - 1);
+}
+
+// Checks that need no work: every op runs all of them on all its tensors before it makes its work (which advances
+// the group's sequence number) or issues anything, so one bad tensor leaves no rank out of step.
+void check_reducible(const at::Tensor& t, const c10d::ReduceOp& rop, const char* op) {
+    check_dense(t, op, "tensor");
+    (void)core_dtype(t.scalar_type(), op);
+    (void)plan_reduction(rop, t.scalar_type(), op);
+}
+
+void check_allgather_pair(const at::Tensor& output, const at::Tensor& input, int size, const char* op) {
+    check_dense(input, op, "input");
+    check_dense(output, op, "output");
+    check_same_dtype(input, output, op);
+    (void)core_dtype(input.scalar_type(), op);
+    CCL_CHECK_ARGUMENT(output.numel() == input.numel() * size, op,
+                       ": output tensor size must be equal to world_size times input tensor size (output has ",
+                       output.numel(), " elements, input ", input.numel(), ", world_size ", size, ")");
+}
+
+void check_reduce_scatter_pair(const at::Tensor& output, const at::Tensor& input, const c10d::ReduceOp& rop, int size,
+                               const char* op) {
+    check_dense(input, op, "input");
+    check_dense(output, op, "output");
+    check_same_dtype(input, output, op);
+    check_reducible(input, rop, op);
+    check_same_numel(input, output.numel() * size, op, "input", "output's numel x group size");
 }
 
 // outs[r] = flat[r * n, (r + 1) * n), reshaped: the last step of every gather into a list of tensors.
@@ -162,6 +194,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allreduce_all(const char* op, c1
                                                               std::vector<at::Tensor>& tensors, const c10d::ReduceOp& rop,
                                                               std::chrono::milliseconds timeout) {
     CCL_CHECK_ARGUMENT(!tensors.empty(), op, ": no tensors given");
+    for (const auto& t : tensors) check_reducible(t, rop, op);
     auto work = make_work(type, op, tensors, tensors, timeout);
     for (auto& t : tensors) reduce_into(*work, op, t, rop, -1);
     return work;
@@ -182,6 +215,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::reduce(std::vector<at::Tensor>& 
     const char* op = "reduce";
     at::Tensor t = single(tensors, op);
     check_root(opts.rootRank, getSize(), op);
+    check_reducible(t, opts.reduceOp, op);
     auto work = make_work(c10d::OpType::REDUCE, op, tensors, tensors, opts.timeout);
     reduce_into(*work, op, t, opts.reduceOp, static_cast<int>(opts.rootRank));
     return work;
@@ -192,6 +226,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::broadcast(std::vector<at::Tensor
     const char* op = "broadcast";
     at::Tensor t = single(tensors, op);
     check_dense(t, op, "tensor");
+    (void)core_dtype(t.scalar_type(), op);
     check_root(opts.rootRank, getSize(), op);
     auto work = make_work(c10d::OpType::BROADCAST, op, tensors, tensors, opts.timeout);
     Buffer buf = output_buffer(t, op, work->finish_steps());
@@ -202,12 +237,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::broadcast(std::vector<at::Tensor
 // ---- gathers ------------------------------------------------------------------------------------------------
 
 void ProcessGroupCCL::allgather_flat(CCLWork& work, const char* op, at::Tensor& output, const at::Tensor& input) {
-    check_dense(input, op, "input");
-    check_dense(output, op, "output");
-    check_same_dtype(input, output, op);
-    CCL_CHECK_ARGUMENT(output.numel() == input.numel() * getSize(), op,
-                       ": output tensor size must be equal to world_size times input tensor size (output has ",
-                       output.numel(), " elements, input ", input.numel(), ", world_size ", getSize(), ")");
+    check_allgather_pair(output, input, getSize(), op);  // callers checked already; cheap
     Buffer in = input_buffer(input, op);
     Buffer out = output_buffer(output, op, work.finish_steps());
     work.keep_alive(in.tensor);
@@ -217,6 +247,7 @@ void ProcessGroupCCL::allgather_flat(CCLWork& work, const char* op, at::Tensor& 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                                 const c10d::AllgatherOptions& opts) {
     const char* op = "allgather_into_tensor";
+    check_allgather_pair(output, input, getSize(), op);
     auto work = make_work(c10d::OpType::_ALLGATHER_BASE, op, {input}, {output}, opts.timeout);
     allgather_flat(*work, op, output, input);
     return work;
@@ -227,6 +258,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allgather_into_tensor_coalesced(
                                                                                 const c10d::AllgatherOptions& opts) {
     const char* op = "allgather_into_tensor_coalesced";
     CCL_CHECK_ARGUMENT(outputs.size() == inputs.size(), op, ": ", outputs.size(), " outputs for ", inputs.size(), " inputs");
+    for (std::size_t i = 0; i < inputs.size(); ++i) check_allgather_pair(outputs[i], inputs[i], getSize(), op);
     auto work = make_work(c10d::OpType::COALESCED, op, inputs, outputs, opts.timeout);
     for (std::size_t i = 0; i < inputs.size(); ++i) allgather_flat(*work, op, outputs[i], inputs[i]);
     return work;
@@ -246,6 +278,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allgather(std::vector<std::vecto
         check_same_dtype(input, o, op);
         check_same_numel(o, input.numel(), op, "an output tensor", "same as input");
     }
+    check_dense(input, op, "input");
+    (void)core_dtype(input.scalar_type(), op);
     auto work = make_work(c10d::OpType::ALLGATHER, op, inputs, outs, opts.timeout);
     at::Tensor flat = at::empty({input.numel() * getSize()}, input.options());
     allgather_flat(*work, op, flat, input);
@@ -258,17 +292,22 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allgather_coalesced(std::vector<
                                                                     const c10d::AllgatherOptions& opts) {
     const char* op = "allgather_coalesced";
     CCL_CHECK_ARGUMENT(outputs.size() == static_cast<std::size_t>(getSize()), op, ": expects one output list per rank");
+    for (int r = 0; r < getSize(); ++r) {
+        CCL_CHECK_ARGUMENT(outputs[r].size() == inputs.size(), op, ": output list ", r, " has ", outputs[r].size(),
+                           " tensors, expected ", inputs.size());
+        for (std::size_t i = 0; i < inputs.size(); ++i) {
+            check_dense(inputs[i], op, "input");
+            check_dense(outputs[r][i], op, "output");
+            check_same_dtype(inputs[i], outputs[r][i], op);
+            (void)core_dtype(inputs[i].scalar_type(), op);
+            check_same_numel(outputs[r][i], inputs[i].numel(), op, "an output tensor", "same as its input");
+        }
+    }
     // outputs[r][i] receives rank r's inputs[i]: gather each input, then scatter into the lists.
-    std::vector<at::Tensor> flat_outputs;
     auto work = make_work(c10d::OpType::ALLGATHER_COALESCED, op, inputs, {}, opts.timeout);
     for (std::size_t i = 0; i < inputs.size(); ++i) {
         at::Tensor flat = at::empty({inputs[i].numel() * getSize()}, inputs[i].options());
         allgather_flat(*work, op, flat, inputs[i]);
-        for (int r = 0; r < getSize(); ++r) {
-            CCL_CHECK_ARGUMENT(outputs[r].size() == inputs.size(), op, ": output list ", r, " has ", outputs[r].size(),
-                              " tensors, expected ", inputs.size());
-            check_same_numel(outputs[r][i], inputs[i].numel(), op, "an output tensor", "same as its input");
-        }
         work->finish_steps().push_back([flat, i, n = inputs[i].numel(), outs = outputs]() mutable {
             for (std::size_t r = 0; r < outs.size(); ++r) outs[r][i].copy_(flat.narrow(0, r * n, n).view(outs[r][i].sizes()));
         });
@@ -298,6 +337,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::gather(std::vector<std::vector<a
         CCL_CHECK_ARGUMENT(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()), op,
                           ": only the root passes output tensors");
     }
+    (void)core_dtype(input.scalar_type(), op);
     auto work = make_work(c10d::OpType::GATHER, op, inputs, outs, opts.timeout);
     Buffer in = input_buffer(input, op);
     work->keep_alive(in.tensor);
@@ -335,6 +375,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::scatter(std::vector<at::Tensor>&
         CCL_CHECK_ARGUMENT(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()), op,
                           ": only the root passes input tensors");
     }
+    (void)core_dtype(output.scalar_type(), op);
     auto work = make_work(c10d::OpType::SCATTER, op, flat.defined() ? std::vector<at::Tensor>{flat} : std::vector<at::Tensor>{},
                           outputs, opts.timeout);
     Buffer out = output_buffer(output, op, work->finish_steps());
@@ -349,10 +390,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::scatter(std::vector<at::Tensor>&
 
 void ProcessGroupCCL::reduce_scatter_flat(CCLWork& work, const char* op, at::Tensor& output, const at::Tensor& input,
                                           const c10d::ReduceOp& rop) {
-    check_dense(input, op, "input");
-    check_dense(output, op, "output");
-    check_same_dtype(input, output, op);
-    check_same_numel(input, output.numel() * getSize(), op, "input", "output's numel x group size");
+    check_reduce_scatter_pair(output, input, rop, getSize(), op);  // callers checked already; cheap
     Reduction plan = plan_reduction(rop, input.scalar_type(), op);
     if (plan.kind == ReduceKind::bitwise) {
         Buffer in = input_buffer(input, op);
@@ -381,6 +419,7 @@ void ProcessGroupCCL::reduce_scatter_flat(CCLWork& work, const char* op, at::Ten
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                      const c10d::ReduceScatterOptions& opts) {
     const char* op = "reduce_scatter_tensor";
+    check_reduce_scatter_pair(output, input, opts.reduceOp, getSize(), op);
     auto work = make_work(c10d::OpType::_REDUCE_SCATTER_BASE, op, {input}, {output}, opts.timeout);
     reduce_scatter_flat(*work, op, output, input, opts.reduceOp);
     return work;
@@ -391,6 +430,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::reduce_scatter_tensor_coalesced(
                                                                                 const c10d::ReduceScatterOptions& opts) {
     const char* op = "reduce_scatter_tensor_coalesced";
     CCL_CHECK_ARGUMENT(outputs.size() == inputs.size(), op, ": ", outputs.size(), " outputs for ", inputs.size(), " inputs");
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+        check_reduce_scatter_pair(outputs[i], inputs[i], opts.reduceOp, getSize(), op);
+    }
     auto work = make_work(c10d::OpType::COALESCED, op, inputs, outputs, opts.timeout);
     for (std::size_t i = 0; i < inputs.size(); ++i) reduce_scatter_flat(*work, op, outputs[i], inputs[i], opts.reduceOp);
     return work;
@@ -414,6 +456,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::reduce_scatter(std::vector<at::T
         if (r < getRank()) offset += ins[r].numel();
     }
     check_same_numel(ins[getRank()], output.numel(), op, "this rank's input tensor", "same as its output");
+    check_reducible(output, opts.reduceOp, op);
     std::vector<at::Tensor> flats;
     for (const auto& i : ins) flats.push_back(i.reshape({-1}));
     at::Tensor flat = at::cat(flats);
@@ -463,6 +506,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::alltoall_base(at::Tensor& output
     };
     auto send_counts = counts(input, input_split_sizes, "input");
     auto recv_counts = counts(output, output_split_sizes, "output");
+    (void)core_dtype(input.scalar_type(), op);
     auto work = make_work(c10d::OpType::ALLTOALL_BASE, op, {input}, {output}, opts.timeout);
     Buffer in = input_buffer(input, op);
     Buffer out = output_buffer(output, op, work->finish_steps());
@@ -489,6 +533,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::alltoall(std::vector<at::Tensor>
         recv_counts.push_back(static_cast<std::size_t>(outputs[r].numel()) * scale);
         flats.push_back(inputs[r].reshape({-1}));
     }
+    (void)core_dtype(inputs[0].scalar_type(), op);
     at::Tensor in_flat = at::cat(flats);
     int64_t total_out = 0;
     for (auto& o : outputs) total_out += o.numel();
@@ -515,6 +560,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::send(std::vector<at::Tensor>& te
     const char* op = "send";
     at::Tensor t = single(tensors, op);
     check_dense(t, op, "tensor");
+    (void)core_dtype(t.scalar_type(), op);
+    check_peer(dst_rank, getRank(), getSize(), op);
     auto work = make_work(c10d::OpType::SEND, op, tensors, {}, c10d::kUnsetTimeout);
     Buffer buf = input_buffer(t, op);
     work->add(translate_errors([&] { return work->engine().send(buf.data(), buf.count, buf.dtype, dst_rank); }));
@@ -527,6 +574,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::recv(std::vector<at::Tensor>& te
     const char* op = "recv";
     at::Tensor t = single(tensors, op);
     check_dense(t, op, "tensor");
+    (void)core_dtype(t.scalar_type(), op);
+    check_peer(src_rank, getRank(), getSize(), op);
     auto work = make_work(c10d::OpType::RECV, op, tensors, tensors, c10d::kUnsetTimeout);
     Buffer buf = output_buffer(t, op, work->finish_steps());
     work->add(translate_errors([&] { return work->engine().recv(buf.data(), buf.count, buf.dtype, src_rank); }));
@@ -542,6 +591,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::recvAnysource(std::vector<at::Te
     at::Tensor t = single(tensors, op);
     check_dense(t, op, "tensor");
     CCL_CHECK_ARGUMENT(getSize() > 1, "recv without src: a group of one rank has no peer to receive from");
+    (void)core_dtype(t.scalar_type(), op);
     auto work = make_work(c10d::OpType::RECVANYSOURCE, op, tensors, tensors, c10d::kUnsetTimeout);
     Buffer buf = output_buffer(t, op, work->finish_steps());
     work->defer([ledger = any_source_, buf](CCLWork& w) -> std::optional<ccl_core::Request> {
