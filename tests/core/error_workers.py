@@ -105,3 +105,29 @@ def lone_rank(rank, _processes, store_dir, timeout, group_size=2):
         return "no error", 0.0
     except ccl_core.CclTimeoutError as e:
         return str(e), time.monotonic() - start
+
+
+def dropped_requests(comm, late_rank):
+    """Async ops whose Request (and whose buffers) Python drops at once, on the shared-memory path and on oneCCL,
+    while one rank is late so that they are still in flight: later ops must give right results, nothing may crash."""
+    import gc
+
+    if comm.rank == late_rank:
+        time.sleep(0.5)
+    comm.allreduce(np.ones(1 << 22, np.float32), async_op=True)  # Request and array dropped here
+    comm.allgather(np.full(1 << 20, comm.rank, np.float32), np.empty((comm.size << 20,), np.float32), async_op=True)
+    comm.broadcast(np.full(1 << 20, float(comm.rank), np.float32), root=0, async_op=True)  # oneCCL
+    gc.collect()
+    x = np.full(1 << 20, comm.rank + 1.0, np.float32)
+    comm.allreduce(x)
+    y = np.full(8, comm.rank + 1.0, np.float32)
+    comm.broadcast(y, root=1)
+    return float(x.min()), float(x.max()), y.tolist()
+
+
+def dropped_request_at_exit(comm):
+    """The interpreter exits while an op whose Request was dropped is still in flight on a late peer."""
+    if comm.rank == 1:
+        time.sleep(1.0)
+    comm.allreduce(np.ones(1 << 22, np.float32), async_op=True)
+    return "exiting"

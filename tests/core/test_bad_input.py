@@ -51,3 +51,13 @@ def test_peer_that_never_calls_the_collective_times_out():
     message, elapsed = results[0]
     assert "broadcast on communicator 'default' (rank 0 of 2) did not complete within 2000 ms" in message
     assert elapsed >= 2.0, elapsed
+
+
+def test_requests_dropped_in_flight_keep_their_buffers_until_done():
+    for late in (0, 1):
+        for r in run_ranks(error_workers.dropped_requests, 2, late):
+            assert r == (3.0, 3.0, [2.0] * 8), r
+
+
+def test_interpreter_exit_with_a_dropped_request_in_flight():
+    assert run_ranks(error_workers.dropped_request_at_exit, 2) == ["exiting", "exiting"]

@@ -249,3 +249,17 @@ def cpu_while_waiting_for_a_late_peer(rank, size, late_s):
                 time.sleep(0.05)
         spent[name] = cpu() - start
     return spent
+
+
+def nan_in_min_max(rank, size):
+    """A NaN on the last rank only, at a different place per dtype: MIN and MAX give NaN there, as torch's own
+    min/max do, and the right value elsewhere."""
+    out = {}
+    for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16):
+        for op in (dist.ReduceOp.MIN, dist.ReduceOp.MAX):
+            t = torch.arange(6, dtype=torch.float32).add(rank).to(dtype)
+            if rank == size - 1:
+                t[2] = float("nan")
+            dist.all_reduce(t, op=op)
+            out[f"{dtype} {op}"] = [None if v != v else v for v in t.float().tolist()]
+    return out

@@ -97,3 +97,13 @@ def test_waiting_for_a_late_peer_costs_almost_no_cpu(monkeypatch, shm):
     print(f"CCL_CORE_SHM={shm}: CPU seconds while waiting 10 s for a late peer: {spent}")
     for name, seconds in spent.items():
         assert seconds < 0.1, (name, seconds, spent)
+
+
+def test_min_and_max_propagate_nan_as_torch_does():
+    # 3 ranks: rank 0's and rank 1's values surround the NaN of rank 2 on the shared-memory path
+    for r in run_in_group(w.nan_in_min_max, 3):
+        for name, values in r.items():
+            low = [float(i) for i in range(6)]
+            expected = low if "MIN" in name else [v + 2 for v in low]
+            expected[2] = None
+            assert values == expected, (name, values)

@@ -98,10 +98,15 @@ void check_count(const char* op, const char* name, const Buffer& b, std::size_t 
 
 // ---- requests ----------------------------------------------------------------------------------------------
 
-// A Request plus the buffers it reads and writes, kept alive until it is done.
+// A Request plus the buffers it reads and writes, kept alive until it is done, even when Python drops it first.
 struct PyRequest {
     Request request;
     std::vector<Buffer> buffers;
+
+    PyRequest(Request r, std::vector<Buffer> b) : request(std::move(r)), buffers(std::move(b)) {}
+    PyRequest(PyRequest&&) = default;
+    PyRequest& operator=(PyRequest&&) = delete;
+    ~PyRequest();
 
     void wait(std::optional<std::chrono::milliseconds> timeout) {
         auto check_signals = [] {
@@ -119,9 +124,45 @@ struct PyRequest {
         if (done) buffers.clear();
         return done;
     }
+    // test() for requests nobody holds: an error counts as done (no one is left to raise it to)
+    bool finished() noexcept {
+        try {
+            return test();
+        } catch (...) {
+            buffers.clear();
+            return true;
+        }
+    }
 };
 
+// Requests dropped by Python before they completed. oneCCL and the shared-memory queue hold raw pointers into
+// their buffers, so the buffers stay here until the operation is done; finished ones are released whenever a
+// request is made or dropped (the GIL is held then). Never destroyed: whatever is unfinished at interpreter
+// exit is left alone on purpose rather than freed under a running operation.
+std::vector<std::unique_ptr<PyRequest>>& orphans() {
+    static auto* unfinished = new std::vector<std::unique_ptr<PyRequest>>();
+    return *unfinished;
+}
+
+void release_finished_orphans() {
+    auto& list = orphans();
+    for (std::size_t i = 0; i < list.size();) {
+        if (list[i]->finished()) {
+            list.erase(list.begin() + static_cast<std::ptrdiff_t>(i));
+        } else {
+            ++i;
+        }
+    }
+}
+
+PyRequest::~PyRequest() {
+    if (buffers.empty() || request.completed()) return;
+    orphans().push_back(std::make_unique<PyRequest>(std::move(request), std::move(buffers)));
+    buffers.clear();
+}
+
 py::object finish(PyRequest&& r, bool async_op) {
+    release_finished_orphans();
     auto req = std::make_shared<PyRequest>(std::move(r));
     if (async_op) return py::cast(req);
     req->wait(std::nullopt);

@@ -81,8 +81,12 @@ void reduce_as(const void* const* srcs, int nsrcs, void* dst, void* dst2, std::s
         case ReduceOp::sum:
         case ReduceOp::avg: return reduce_typed<T>(srcs, nsrcs, dst, dst2, count, [](A a, A b) { return add(a, b); });
         case ReduceOp::prod: return reduce_typed<T>(srcs, nsrcs, dst, dst2, count, [](A a, A b) { return mul(a, b); });
-        case ReduceOp::min: return reduce_typed<T>(srcs, nsrcs, dst, dst2, count, [](A a, A b) { return b < a ? b : a; });
-        case ReduceOp::max: return reduce_typed<T>(srcs, nsrcs, dst, dst2, count, [](A a, A b) { return a < b ? b : a; });
+        // NaN wins, as in torch's min/max: `b != b` is true only for a NaN (and never for integers), and a NaN
+        // already in `a` stays because no comparison with it is true
+        case ReduceOp::min:
+            return reduce_typed<T>(srcs, nsrcs, dst, dst2, count, [](A a, A b) { return (b < a || b != b) ? b : a; });
+        case ReduceOp::max:
+            return reduce_typed<T>(srcs, nsrcs, dst, dst2, count, [](A a, A b) { return (a < b || b != b) ? b : a; });
     }
 }
 

@@ -10,6 +10,7 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 namespace ccl_core {
@@ -62,12 +63,33 @@ private:
     int saved_ = -1;
 };
 
+// libfabric's shared-memory provider (CCL_ATL_SHM=1) sizes its region with ftruncate and touches it later: on a
+// /dev/shm too small for it the rank dies of SIGBUS, silently, and its peers wait out their timeout. So when
+// /dev/shm has less room than a rank's region needs (7 MiB with our queue sizes; 16 MiB asked for headroom), and
+// the user did not ask for CCL_ATL_SHM, oneCCL goes over tcp only, and says why.
+constexpr unsigned long long kAtlShmNeeds = 16ull << 20;
+
+void avoid_a_small_dev_shm() {
+    if (std::getenv("CCL_ATL_SHM") != nullptr) return;  // the user's choice, or ours from an earlier check
+    struct statvfs fs {};
+    if (::statvfs("/dev/shm", &fs) != 0) return;
+    const unsigned long long free_bytes = static_cast<unsigned long long>(fs.f_bavail) * fs.f_frsize;
+    const unsigned long long size_bytes = static_cast<unsigned long long>(fs.f_blocks) * fs.f_frsize;
+    if (free_bytes >= kAtlShmNeeds) return;
+    ::setenv("CCL_ATL_SHM", "0", 1);
+    std::fprintf(stderr, "[ccl_core] /dev/shm has %llu KiB free of %llu KiB, less than oneCCL's shared-memory "
+                 "transport needs (%llu KiB per rank): oneCCL uses tcp between ranks on this host (CCL_ATL_SHM=0). "
+                 "Give /dev/shm more room (docker run --shm-size=1g) for full speed.\n",
+                 free_bytes >> 10, size_bytes >> 10, kAtlShmNeeds >> 10);
+}
+
 }  // namespace
 
 void initialize_runtime() {
     static std::once_flag once;
     std::call_once(once, [] {
         bool we_set_log_level = false;
+        avoid_a_small_dev_shm();
         for (const auto& d : env_defaults()) {
             if (std::getenv(d.name.c_str()) == nullptr) {
                 ::setenv(d.name.c_str(), d.value.c_str(), 0);

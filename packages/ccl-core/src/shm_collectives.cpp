@@ -5,6 +5,8 @@
 #include <ccl_core/errors.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -18,6 +20,8 @@
 #include <ctime>
 #include <climits>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 namespace ccl_core::detail {
@@ -109,6 +113,32 @@ Share share_of(std::size_t n, std::size_t element, int size, int p) {
     return {begin, std::min(n, begin + per) - begin};
 }
 
+std::string dev_shm_room() {
+    struct statvfs fs {};
+    if (::statvfs("/dev/shm", &fs) != 0) return "/dev/shm: size unknown";
+    const auto kib = [&](unsigned long long blocks) { return std::to_string(blocks * fs.f_frsize >> 10) + " KiB"; };
+    return "/dev/shm has " + kib(fs.f_bavail) + " free of " + kib(fs.f_blocks);
+}
+
+// A segment name from the store is only used if it is one rank 0 could have made: "/<pid>:ccl_core:<token>".
+bool plausible_segment_name(const std::string& name) {
+    if (name.size() < 2 || name.size() > 128 || name[0] != '/') return false;
+    return name.find('/', 1) == std::string::npos && name.find(":ccl_core:") != std::string::npos;
+}
+
+// Why the segment behind fd must not be mapped, or "" when it may: it must be rank 0's (our uid), private to
+// that uid, and as large as the layout needs (a smaller one would SIGBUS on first touch).
+std::string segment_refusal(int fd, std::size_t bytes) {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) return std::string("fstat failed: ") + std::strerror(errno);
+    if (st.st_uid != ::geteuid()) return "it belongs to uid " + std::to_string(st.st_uid) + ", not ours";
+    if ((st.st_mode & 077) != 0) return "others may access it (mode " + std::to_string(st.st_mode & 0777) + ")";
+    if (static_cast<std::size_t>(st.st_size) < bytes) {
+        return "it holds " + std::to_string(st.st_size) + " bytes, fewer than the " + std::to_string(bytes) + " expected";
+    }
+    return "";
+}
+
 }  // namespace
 
 // Every decision is rank 0's or unanimous, so that all ranks take the same path: rank 0's sizes apply to everyone, and
@@ -129,10 +159,18 @@ std::unique_ptr<ShmCollectives> ShmCollectives::create(Store& store, int rank, i
         std::random_device entropy;
         const std::uint64_t token = (static_cast<std::uint64_t>(entropy()) << 32) | entropy();
         const std::string name = "/" + std::to_string(::getpid()) + ":ccl_core:" + std::to_string(token);
+        std::string why_not;
         if (wanted) {
             const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-            if (fd >= 0 && ::ftruncate(fd, static_cast<off_t>(bytes)) == 0) {
+            // posix_fallocate reserves the pages now: with only ftruncate, a full /dev/shm would SIGBUS a rank at
+            // its first touch of the segment, deep inside a collective
+            int reserved = fd < 0 ? errno : ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+            if (reserved == 0) {
                 base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            } else {
+                why_not = "rank 0 could not reserve " + std::to_string(bytes >> 10) + " KiB in /dev/shm (" +
+                          std::strerror(reserved) + "; " + dev_shm_room() + ")";
+                if (fd >= 0) ::shm_unlink(name.c_str());
             }
             if (fd >= 0) ::close(fd);
         }
@@ -147,7 +185,13 @@ std::unique_ptr<ShmCollectives> ShmCollectives::create(Store& store, int rank, i
         std::vector<std::string> reports;
         for (int r = 1; r < size; ++r) reports.push_back(text(store.get("ccl_core/shm/mapped/" + std::to_string(r), timeout)));
         if (base != MAP_FAILED) ::shm_unlink(name.c_str());
-        if (base == MAP_FAILED) status = wanted ? "rank 0 could not create it" : "rank 0 has CCL_CORE_SHM=0";
+        if (base == MAP_FAILED) {
+            status = !wanted ? "rank 0 has CCL_CORE_SHM=0" : !why_not.empty() ? why_not : "rank 0 could not create it";
+            if (!why_not.empty()) {
+                std::fprintf(stderr, "[ccl_core] shared-memory path off for this group: %s; its ops go through oneCCL. "
+                             "Give /dev/shm more room (docker run --shm-size=1g) for full speed.\n", why_not.c_str());
+            }
+        }
         for (const auto& report : reports) {
             if (report != "ok") status = report;
         }
@@ -161,18 +205,25 @@ std::unique_ptr<ShmCollectives> ShmCollectives::create(Store& store, int rank, i
             report = "rank " + std::to_string(rank) + " has CCL_CORE_SHM=0";
         } else if (name.empty() || !published) {
             report = "rank 0 offers no segment";
+        } else if (!plausible_segment_name(name) || segment < 4096 || segment > (std::size_t{1} << 30) || small > segment) {
+            report = "rank " + std::to_string(rank) + " was handed an implausible segment (name or sizes)";
         } else {
             bytes = segment_bytes_for(size, segment);
-            const int fd = ::shm_open(name.c_str(), O_RDWR, 0600);
+            const int fd = ::shm_open(name.c_str(), O_RDWR | O_NOFOLLOW, 0600);
             if (fd >= 0) {
-                base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+                const std::string refusal = segment_refusal(fd, bytes);
+                if (refusal.empty()) {
+                    base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+                } else {
+                    report = "rank " + std::to_string(rank) + " refused segment " + name + ": " + refusal;
+                }
                 ::close(fd);
             }
             if (base != MAP_FAILED && static_cast<SegmentHeader*>(base)->token != std::stoull(token)) {
                 ::munmap(base, bytes);  // another /dev/shm (a container sharing hostname and kernel)
                 base = MAP_FAILED;
             }
-            if (base == MAP_FAILED) report = "rank " + std::to_string(rank) + " could not map it";
+            if (base == MAP_FAILED && report == "ok") report = "rank " + std::to_string(rank) + " could not map it";
         }
         store.set("ccl_core/shm/mapped/" + std::to_string(rank), text(report));
         status = text(store.get("ccl_core/shm/status", timeout));

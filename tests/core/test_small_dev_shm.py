@@ -1,0 +1,46 @@
+"""A /dev/shm of 1 MiB, as in a container started without --shm-size: no rank dies of SIGBUS. ccl-core's
+shared-memory path reserves its segment up front, fails, and every rank falls back to oneCCL together; oneCCL's own
+shared-memory transport is left off. Both say so, naming /dev/shm's size, and every result is right."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from ccl_core._bootstrap import free_port
+from ranks import clean_env
+
+JOB = textwrap.dedent("""
+    import torch, torch.distributed as dist
+    dist.init_process_group("ccl")
+    rank, size = dist.get_rank(), dist.get_world_size()
+    x = torch.full((1 << 20,), rank + 1.0)          # 4 MiB, more than all of /dev/shm
+    dist.all_reduce(x)
+    out = torch.empty(size * 1000)
+    dist.all_gather_into_tensor(out, torch.full((1000,), float(rank)))
+    dist.barrier()
+    backend = dist.group.WORLD._get_backend(torch.device("cpu"))
+    print(f"rank {rank} sum {x.min().item():g}-{x.max().item():g} gathered {out[::1000].tolist()} "
+          f"shm {backend.shared_memory_allreduce}", flush=True)
+    dist.destroy_process_group()
+""")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare (a private /dev/shm)")
+def test_a_one_mib_dev_shm_falls_back_to_oneccl_without_dying(tmp_path):
+    job = tmp_path / "job.py"
+    job.write_text(JOB)
+    inner = 'mount -t tmpfs -o size=1m tmpfs /dev/shm && exec "$@"'
+    cmd = ["unshare", "--mount", "--propagation", "private", "bash", "-c", inner, "bash",
+           sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
+           str(job)]
+    proc = subprocess.run(cmd, env=clean_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    lines = sorted(re.findall(r"rank \d sum [^\n]*?shm (?:True|False)", proc.stdout))  # torchrun may join lines
+    assert lines == ["rank 0 sum 3-3 gathered [0.0, 1.0] shm False", "rank 1 sum 3-3 gathered [0.0, 1.0] shm False"]
+    assert "shared-memory path off for this group: rank 0 could not reserve" in proc.stderr, proc.stderr[-3000:]
+    assert "/dev/shm has" in proc.stderr and "free of 1024 KiB" in proc.stderr
+    assert "oneCCL uses tcp between ranks on this host (CCL_ATL_SHM=0)" in proc.stderr
