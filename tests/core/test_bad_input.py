@@ -34,13 +34,13 @@ def test_lone_non_zero_rank_times_out_waiting_for_rank_0(tmp_path):
     assert "rank(s) 0 did not join within 1000 ms" in start_message
 
 
-def test_peer_dying_mid_run_gives_timeout_then_aborted_error():
-    timeout = 3.0
+def test_same_host_peer_dying_mid_run_is_reported_at_once_then_aborted_error():
+    timeout = 30.0
     results = run_ranks(error_workers.peer_dies, 2, timeout, allow_missing=(1,))
     elapsed, first, second, aborted, shm_leftovers = results[0]
-    assert "allreduce on communicator 'default' (rank 0 of 2) did not complete within 3000 ms" in first
-    assert "waiting for ranks 0-1" in first
-    assert elapsed >= timeout, elapsed  # bounded from one side: a loaded 2-core machine may answer late
+    assert first.startswith("BackendError") and "allreduce on communicator 'default' (rank 0 of 2)" in first, first
+    assert "rank 1 (pid " in first and "on this host died" in first, first
+    assert elapsed < 2.0, elapsed  # the bar; the timeout (30 s) is far away
     assert "was aborted and cannot be used any more" in second
     assert aborted
     assert shm_leftovers == []  # the survivor removed the dead peer's shared-memory region

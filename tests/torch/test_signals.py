@@ -45,21 +45,21 @@ def start_ranks(tmp_path, n, timeout_s):
     return procs
 
 
-def test_rank_killed_mid_collective_survivors_raise_within_timeout(tmp_path):
-    timeout_s = 3.0
+def test_rank_killed_mid_collective_survivors_raise_within_two_seconds(tmp_path):
+    timeout_s = 30.0
     procs = start_ranks(tmp_path, 3, timeout_s)
     time.sleep(0.5)
     procs[2].send_signal(signal.SIGKILL)
-    killed_at = time.monotonic()
     for p in procs[:2]:
-        out, err = p.communicate(timeout=timeout_s * 1.1 + 15)
+        out, err = p.communicate(timeout=60)
         assert p.returncode == 3, out + err  # raised, then exited through sys.exit: clean exit
         line = [l for l in out.splitlines() if "raised after" in l][0]
         waited = float(line.split("raised after ")[1].split(" s")[0])
-        assert "DistBackendError" in line and "allreduce" in line and "did not complete within 3000 ms" in line
+        # the dead rank shares this host: survivors notice its pid is gone, long before the group's timeout
+        assert "DistBackendError" in line and "allreduce" in line and "rank 2 (pid" in line, line
+        assert "on this host died" in line, line
         print(f"detection after SIGKILL: {waited:.3f} s (timeout {timeout_s} s)")
-        assert waited <= timeout_s * 1.1, line
-    assert time.monotonic() - killed_at <= timeout_s * 1.1 + 10  # including process exit
+        assert waited < 2.0, line
     procs[2].wait()
 
 

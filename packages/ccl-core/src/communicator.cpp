@@ -28,6 +28,13 @@ std::string host_identity() {
     return std::string(name) + "/" + boot;
 }
 
+// The pid namespace this process lives in ("pid:[4026531836]"), "" when unknown.
+std::string pid_namespace() {
+    char link[64] = {};
+    const ssize_t n = ::readlink("/proc/self/ns/pid", link, sizeof link - 1);
+    return n > 0 ? std::string(link, static_cast<std::size_t>(n)) : std::string();
+}
+
 // The cpus this process may run on, as "0,1,5". Launchers that pin ranks (Intel MPI) give each rank its own:
 // whether ranks outnumber cores is decided on the union over the ranks of a host.
 std::string affinity_list() {
@@ -76,10 +83,14 @@ std::shared_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store,
     // oneCCL's rendezvous (through our store, see StoreKvs) has no useful timeout of its own: first make
     // sure that every rank has arrived, so that a missing one is named in a clear error.
     // Each rank announces itself with its host identity, which also tells how many ranks share a host.
-    // The announcement is "<host identity>\n<pid>\n<cpus>": the pids of same-host peers let survivors clean up
-    // after a peer that was killed (shm_cleanup.hpp); their cpus tell whether the host's ranks outnumber cores.
+    // The announcement is "<host identity>\n<pid>\n<cpus>\n<pid namespace>": the pids of same-host peers let
+    // survivors clean up after a peer that was killed (shm_cleanup.hpp) and notice its death while waiting (only
+    // when it shares our pid namespace: a pid from another container means nothing here); their cpus tell whether
+    // the host's ranks outnumber cores.
     const std::string me = host_identity();
-    const std::string announcement = me + "\n" + std::to_string(::getpid()) + "\n" + affinity_list();
+    const std::string my_pid_namespace = pid_namespace();
+    const std::string announcement = me + "\n" + std::to_string(::getpid()) + "\n" + affinity_list() + "\n" +
+                                     my_pid_namespace;
     impl->store->set(joined_key(rank), Bytes(announcement.begin(), announcement.end()));
     std::vector<int> missing;
     std::set<std::string> host_cpus;
@@ -88,13 +99,17 @@ std::shared_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store,
         try {
             Bytes bytes = impl->store->get(joined_key(r), missing.empty() ? remaining() : Milliseconds(0));
             std::istringstream text(std::string(bytes.begin(), bytes.end()));
-            std::string identity, pid, cpus, cpu;
+            std::string identity, pid, cpus, cpu, pid_ns;
             std::getline(text, identity);
             std::getline(text, pid);
             std::getline(text, cpus);
+            std::getline(text, pid_ns);
             if (identity != me) continue;
             ++same_host;
-            if (r != rank && !pid.empty()) impl->local_peer_pids.push_back(std::stoi(pid));
+            const bool pid_means_something = !pid_ns.empty() && pid_ns == my_pid_namespace &&
+                                             pid.find_first_not_of("0123456789") == std::string::npos &&
+                                             !pid.empty() && pid.size() < 10;
+            if (r != rank && pid_means_something) impl->local_peer_pids.push_back({r, std::stoi(pid)});
             std::istringstream list(cpus);
             while (std::getline(list, cpu, ',')) host_cpus.insert(cpu);
         } catch (const Timeout&) {

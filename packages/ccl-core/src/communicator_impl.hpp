@@ -61,7 +61,7 @@ public:
     int subgroups_made = 0;  // same on every rank, since subgroup() is collective
     int local_ranks = 1;     // ranks of this communicator on this host (by host identity, see bootstrap)
     bool oversubscribed = false;  // more ranks on this host than cores we may run on: waiting must sleep
-    std::vector<pid_t> local_peer_pids;  // processes of the other ranks on this host (see shm_cleanup.hpp)
+    std::vector<std::pair<int, pid_t>> local_peer_pids;  // (rank, process) of same-host peers (shm_cleanup.hpp)
 
     std::atomic<bool> is_aborted{false};
     std::mutex abort_mutex;
@@ -71,13 +71,22 @@ public:
         std::lock_guard<std::mutex> lock(abort_mutex);
         if (is_aborted.exchange(true)) return;
         abort_reason = reason;
-        detail::remove_shm_of_dead_processes(local_peer_pids);
+        std::vector<pid_t> pids;
+        for (const auto& peer : local_peer_pids) pids.push_back(peer.second);
+        detail::remove_shm_of_dead_processes(pids);
     }
     void throw_if_aborted(const char* op) {
         if (!is_aborted.load(std::memory_order_relaxed)) return;
         std::lock_guard<std::mutex> lock(abort_mutex);
         throw CommunicatorAborted(std::string(op) + ": " + describe() +
                                   " was aborted and cannot be used any more (" + abort_reason + ")");
+    }
+    // The first same-host peer whose process is gone, as "rank R (pid P)", or "" while all live.
+    std::string dead_local_peer() const {
+        for (const auto& [r, pid] : local_peer_pids) {
+            if (detail::process_is_gone(pid)) return "rank " + std::to_string(r) + " (pid " + std::to_string(pid) + ")";
+        }
+        return "";
     }
     std::string describe() const {
         return "communicator '" + options.name + "' (rank " + std::to_string(rank) + " of " + std::to_string(size) + ")";

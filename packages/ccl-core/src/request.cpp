@@ -57,6 +57,7 @@ void EngineOperation::wait(std::optional<std::chrono::milliseconds> timeout, con
     const auto start = std::chrono::steady_clock::now();
     const auto deadline = start + limit;
     auto next_callback = start + std::chrono::milliseconds(50);
+    auto next_peer_check = start + std::chrono::milliseconds(200);
     // Spin first: small messages complete in microseconds. Then give the core away:
     // - when every rank has a core of its own, yield between polls. Sleeping would be worse: the scheduler tends
     //   to wake a sleeper on its waker's core, and two ranks sharing a core hand it back and forth at every step.
@@ -99,6 +100,16 @@ void EngineOperation::wait(std::optional<std::chrono::milliseconds> timeout, con
             else {
                 std::this_thread::sleep_for(nap);  // oneCCL publishes nothing to sleep on
                 if (now >= late) nap = std::min(nap * 2, now >= very_late ? kMaxLateNap : kMaxNap);
+            }
+        }
+        if (now >= next_peer_check) {
+            // a same-host peer that died never completes the op: say so now rather than at the timeout
+            next_peer_check = now + std::chrono::milliseconds(200);
+            const std::string dead = comm->dead_local_peer();
+            if (!dead.empty()) {
+                comm->abort(dead + " died during " + op);
+                throw BackendError(op + " on " + comm->describe() + ": " + dead + " on this host died; the "
+                                   "communicator is aborted; create a new one to continue.");
             }
         }
         if (every_50ms && now >= next_callback) {

@@ -13,9 +13,7 @@
 
 namespace ccl_core::detail {
 
-namespace {
-
-bool is_gone(pid_t pid) {
+bool process_is_gone(pid_t pid) {
     if (::kill(pid, 0) != 0) return errno == ESRCH;
     // a zombie (exited, not yet reaped by its launcher) holds no mappings any more
     std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
@@ -24,6 +22,8 @@ bool is_gone(pid_t pid) {
     const auto paren = line.rfind(')');
     return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
 }
+
+namespace {
 
 void remove_regions_of(pid_t pid) {
     const std::string prefix = std::to_string(pid) + ":";
@@ -40,7 +40,7 @@ void remove_regions_of(pid_t pid) {
 
 void remove_shm_of_dead_processes(const std::vector<pid_t>& peers) {
     for (pid_t pid : peers) {
-        if (pid > 0 && is_gone(pid)) remove_regions_of(pid);
+        if (pid > 0 && process_is_gone(pid)) remove_regions_of(pid);
     }
 }
 

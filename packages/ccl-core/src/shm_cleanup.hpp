@@ -10,6 +10,9 @@
 
 namespace ccl_core::detail {
 
+// True when `pid` no longer exists or is a zombie (waits also use it to notice a same-host peer's death).
+bool process_is_gone(pid_t pid);
+
 // Removes /dev/shm/<pid>:* for every pid in `peers` that no longer exists (or is a zombie). Never throws.
 void remove_shm_of_dead_processes(const std::vector<pid_t>& peers);
 
