@@ -263,3 +263,17 @@ def nan_in_min_max(rank, size):
             dist.all_reduce(t, op=op)
             out[f"{dtype} {op}"] = [None if v != v else v for v in t.float().tolist()]
     return out
+
+
+def future_of_a_collective_a_peer_skips(rank, size):
+    """Rank 1 never joins; rank 0 only holds the future, which the group's thread drives: its error must name the
+    group's timeout, not the thread's poll slice."""
+    if rank == 1:
+        time.sleep(4.0)
+        return None
+    fut = dist.all_reduce(torch.ones(4), async_op=True).get_future()
+    try:
+        fut.wait()
+        return "no error"
+    except Exception as e:  # noqa: BLE001 - the test checks type and message
+        return f"{type(e).__name__}: {e}"

@@ -107,3 +107,8 @@ def test_min_and_max_propagate_nan_as_torch_does():
             expected = low if "MIN" in name else [v + 2 for v in low]
             expected[2] = None
             assert values == expected, (name, values)
+
+
+def test_a_future_driven_work_times_out_naming_the_groups_timeout():
+    message = run_in_group(w.future_of_a_collective_a_peer_skips, 2, timeout=2)[0]
+    assert "allreduce" in message and "did not complete within 2000 ms" in message, message

@@ -104,6 +104,7 @@ public:
     bool test() override;
     void wait(std::optional<std::chrono::milliseconds> timeout, const std::function<void()>& every_50ms) override;
     bool completed() const override;
+    void expire(std::chrono::milliseconds waited) override;
     const std::string& op_name() const override { return op; }
 
     std::shared_ptr<Communicator::Impl> comm;

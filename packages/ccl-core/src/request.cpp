@@ -18,6 +18,12 @@ void Request::wait(std::optional<std::chrono::milliseconds> timeout, const std::
 
 bool Request::completed() const { return op_ && op_->completed(); }
 
+void Request::expire(std::chrono::milliseconds waited) {
+    if (!op_) throw InvalidArgument("expire() on an empty Request");
+    if (op_->test()) return;
+    op_->expire(waited);
+}
+
 const std::string& Request::op_name() const {
     static const std::string empty;
     return op_ ? op_->op_name() : empty;
@@ -122,10 +128,14 @@ void EngineOperation::wait(std::optional<std::chrono::milliseconds> timeout, con
             }
         }
     }
-    const std::string reason = op + " timed out after " + std::to_string(limit.count()) + " ms";
+    expire(limit);
+}
+
+void EngineOperation::expire(std::chrono::milliseconds waited) {
+    const std::string reason = op + " timed out after " + std::to_string(waited.count()) + " ms";
     comm->abort(reason);
     throw Timeout(op + " on " + comm->describe() + " did not complete within " +
-                  std::to_string(limit.count()) + " ms; waiting for " + peers +
+                  std::to_string(waited.count()) + " ms; waiting for " + peers +
                   ": a peer died, hangs, or did not call " + op +
                   ". The communicator is aborted; create a new one to continue.");
 }

@@ -172,10 +172,13 @@ bool CCLWork::wait(std::chrono::milliseconds timeout) {
 bool CCLWork::poll_for_completer() {
     if (poll()) return true;
     if (std::chrono::steady_clock::now() < deadline_) return false;
-    // Let the first request raise its timeout (it aborts the communicator and names the op and ranks).
+    // The first unfinished request raises the timeout: it aborts the communicator and names the op, the ranks
+    // and the work's timeout (not this poll's slice).
     try {
-        wait(std::chrono::milliseconds(1));
+        for (auto& r : requests_) translate_errors([&] { r.expire(timeout_); });
+        poll();
     } catch (...) {
+        complete(std::current_exception());
     }
     return true;
 }

@@ -19,6 +19,12 @@ public:
     virtual void wait(std::optional<std::chrono::milliseconds> timeout, const std::function<void()>& every_50ms) = 0;
     virtual bool completed() const = 0;
     virtual const std::string& op_name() const = 0;
+    // Gives up on an unfinished operation that someone else waited `waited` for (a thread polling it): aborts
+    // and throws the Timeout that a wait of that length throws. The default waits one more millisecond.
+    virtual void expire(std::chrono::milliseconds waited) {
+        (void)waited;
+        wait(std::chrono::milliseconds(1), {});
+    }
 };
 
 class Request {
@@ -37,6 +43,9 @@ public:
               const std::function<void()>& every_50ms = {});
     bool completed() const;
     const std::string& op_name() const;
+    // For a Request polled with test() until a deadline of the caller's: returns if it completed after all, else
+    // aborts the communicator and throws Timeout naming `waited` (see PendingOperation::expire).
+    void expire(std::chrono::milliseconds waited);
 
 private:
     std::shared_ptr<PendingOperation> op_;
