@@ -1,10 +1,13 @@
-// A small TCP key-value server (one thread, poll()) and its client. Messages are length-prefixed:
+// A small TCP key-value store: its server (tcp_store_server.cpp) and its client. Messages are length-prefixed:
 //   request  = op:u8 key_len:u32 key value_len:u32 value      (op 1 = set, 2 = get-if-present)
 //   response = found:u8 value_len:u32 value                    (set answers found = 1, no value)
 // A get that finds nothing returns at once; the client retries until its deadline, which keeps the
-// server free of waiting state.
+// server free of waiting state. Every client call has a deadline: a server that does not answer in time gives
+// a Timeout, and the connection is made anew for the next call (a half-read answer would desynchronise it).
 #include <ccl_core/errors.hpp>
 #include <ccl_core/store.hpp>
+
+#include "tcp_store_server.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -25,7 +28,9 @@
 namespace ccl_core {
 namespace {
 
-enum : std::uint8_t { kSet = 1, kGet = 2 };
+using detail::kOpGet;
+using detail::kOpSet;
+constexpr Milliseconds kCallTimeout{60000};  // for set and try_get, which have no timeout of their own
 
 std::string errno_text() { return std::strerror(errno); }
 
@@ -40,32 +45,25 @@ void write_all(int fd, const void* data, std::size_t n) {
     }
 }
 
-// Returns false on orderly close before any byte was read.
-bool read_all(int fd, void* data, std::size_t n) {
+// Reads n bytes before `deadline`; false when the deadline passed first. Throws when the peer closed.
+bool read_all(int fd, void* data, std::size_t n, std::chrono::steady_clock::time_point deadline) {
     auto p = static_cast<char*>(data);
     std::size_t got = 0;
     while (got < n) {
+        const auto left = std::chrono::duration_cast<Milliseconds>(deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) return false;
+        pollfd pfd{fd, POLLIN, 0};
+        const int ready = ::poll(&pfd, 1, static_cast<int>(std::min<long long>(left.count(), 1000)));
+        if (ready < 0 && errno != EINTR) throw Error("TcpStore: poll failed: " + errno_text());
+        if (ready <= 0) continue;
         ssize_t r = ::recv(fd, p + got, n - got, 0);
-        if (r < 0 && errno == EINTR) continue;
-        if (r == 0 && got == 0) return false;
+        if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
         if (r <= 0) throw Error("TcpStore: connection lost while reading");
         got += static_cast<std::size_t>(r);
     }
     return true;
 }
 
-void write_blob(int fd, const void* data, std::uint32_t n) {
-    std::uint32_t len = htonl(n);
-    write_all(fd, &len, sizeof len);
-    if (n) write_all(fd, data, n);
-}
-
-bool read_blob(int fd, std::string& out) {
-    std::uint32_t len = 0;
-    if (!read_all(fd, &len, sizeof len)) return false;
-    out.resize(ntohl(len));
-    return out.empty() || read_all(fd, out.data(), out.size());
-}
 
 sockaddr_in resolve(const std::string& host, int port) {
     addrinfo hints{};
@@ -94,99 +92,90 @@ public:
             ::close(listen_fd_);
             throw InvalidArgument("TcpStore: cannot listen on " + host + ":" + std::to_string(port) + ": " + why);
         }
-        ::listen(listen_fd_, 128);
+        ::listen(listen_fd_, 1024);
         socklen_t len = sizeof addr;
         ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
         port_ = ntohs(addr.sin_port);
-        if (::pipe2(wake_, O_CLOEXEC) != 0) throw Error("TcpStore: pipe failed: " + errno_text());
-        thread_ = std::thread([this] { serve(); });
+        loop_ = std::make_unique<detail::TcpStoreServer>(listen_fd_);
     }
 
     ~Server() {
-        char b = 0;
-        (void)!::write(wake_[1], &b, 1);
-        thread_.join();
+        loop_.reset();
         ::close(listen_fd_);
-        ::close(wake_[0]);
-        ::close(wake_[1]);
     }
 
     int port() const { return port_; }
+    detail::TcpStoreServer::Stats stats() const { return loop_->stats(); }
 
 private:
-    void serve() {
-        std::vector<int> clients;
-        for (;;) {
-            std::vector<pollfd> fds{{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
-            for (int c : clients) fds.push_back({c, POLLIN, 0});
-            if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) break;
-            if (fds[0].revents) break;
-            if (fds[1].revents & POLLIN) {
-                int c = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-                if (c >= 0) {
-                    int one = 1;
-                    ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-                    clients.push_back(c);
-                }
-            }
-            for (std::size_t i = 2; i < fds.size(); ++i) {
-                if (fds[i].revents && !handle(fds[i].fd)) {
-                    ::close(fds[i].fd);
-                    clients.erase(std::find(clients.begin(), clients.end(), fds[i].fd));
-                }
-            }
-        }
-        for (int c : clients) ::close(c);
-    }
-
-    // One request; false when the client is gone or sent garbage.
-    bool handle(int fd) {
-        try {
-            std::uint8_t op = 0;
-            std::string key, value;
-            if (!read_all(fd, &op, 1) || !read_blob(fd, key) || !read_blob(fd, value)) return false;
-            if (op == kSet) {
-                data_[key] = std::move(value);
-                std::uint8_t found = 1;
-                write_all(fd, &found, 1);
-                write_blob(fd, nullptr, 0);
-                return true;
-            }
-            if (op != kGet) return false;
-            auto it = data_.find(key);
-            std::uint8_t found = it != data_.end();
-            write_all(fd, &found, 1);
-            if (found) {
-                write_blob(fd, it->second.data(), static_cast<std::uint32_t>(it->second.size()));
-            } else {
-                write_blob(fd, nullptr, 0);
-            }
-            return true;
-        } catch (const Error&) {
-            return false;
-        }
-    }
-
     int listen_fd_ = -1;
     int port_ = 0;
-    int wake_[2] = {-1, -1};
-    std::map<std::string, std::string> data_;  // touched by the server thread only
-    std::thread thread_;
+    std::unique_ptr<detail::TcpStoreServer> loop_;
 };
 
 class TcpStore::Client {
 public:
-    Client(const std::string& host, int port, Milliseconds connect_timeout) : where_(host + ":" + std::to_string(port)) {
-        sockaddr_in addr = resolve(host, port);
-        const auto deadline = std::chrono::steady_clock::now() + connect_timeout;
+    Client(const std::string& host, int port, Milliseconds connect_timeout)
+        : addr_(resolve(host, port)), where_(host + ":" + std::to_string(port)), connect_timeout_(connect_timeout) {
+        connect(std::chrono::steady_clock::now() + connect_timeout);
+    }
+    ~Client() {
+        if (fd_ >= 0) ::close(fd_);
+    }
+
+    // One round trip, answered before `deadline` or Timeout; returns found.
+    bool call(std::uint8_t op, const std::string& key, const Bytes& value, Bytes& out,
+              std::chrono::steady_clock::time_point deadline) {
+        if (key.empty() || key.size() > detail::kMaxKeyBytes) {
+            throw InvalidArgument("TcpStore: keys must have 1 to " + std::to_string(detail::kMaxKeyBytes) +
+                                  " bytes, got " + std::to_string(key.size()));
+        }
+        if (value.size() > detail::kMaxValueBytes) {
+            throw InvalidArgument("TcpStore: values are limited to " + std::to_string(detail::kMaxValueBytes) +
+                                  " bytes, got " + std::to_string(value.size()));
+        }
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (fd_ < 0) connect(std::min(deadline, std::chrono::steady_clock::now() + connect_timeout_));
+        std::string frame(1, static_cast<char>(op));
+        append_blob(frame, key.data(), key.size());
+        append_blob(frame, value.data(), value.size());
+        write_all(fd_, frame.data(), frame.size());
+        std::uint8_t found = 0;
+        std::uint32_t len = 0;
+        bool answered = read_all(fd_, &found, 1, deadline) && read_all(fd_, &len, sizeof len, deadline);
+        len = ntohl(len);
+        if (answered && len > detail::kMaxValueBytes) {
+            drop();
+            throw Error("TcpStore: server " + where_ + " answered with an impossible length " + std::to_string(len));
+        }
+        out.resize(len);
+        answered = answered && (len == 0 || read_all(fd_, out.data(), len, deadline));
+        if (!answered) {
+            drop();  // the answer may still come: this connection is out of step now
+            throw Timeout("TcpStore: server " + where_ + " did not answer in time");
+        }
+        return found != 0;
+    }
+
+    const std::string& where() const { return where_; }
+
+private:
+    static void append_blob(std::string& frame, const void* data, std::size_t n) {
+        const std::uint32_t len = htonl(static_cast<std::uint32_t>(n));
+        frame.append(reinterpret_cast<const char*>(&len), sizeof len);
+        frame.append(static_cast<const char*>(data), n);
+    }
+
+    void connect(std::chrono::steady_clock::time_point deadline) {
         for (;;) {
             fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-            if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) break;
+            if (::connect(fd_, reinterpret_cast<const sockaddr*>(&addr_), sizeof addr_) == 0) break;
             std::string why = errno_text();
             ::close(fd_);
+            fd_ = -1;
             if (std::chrono::steady_clock::now() >= deadline) {
                 throw Timeout("TcpStore: cannot connect to " + where_ + " within " +
-                              std::to_string(connect_timeout.count()) + " ms (" + why +
+                              std::to_string(connect_timeout_.count()) + " ms (" + why +
                               "); is the server (rank 0) running and MASTER_ADDR/MASTER_PORT right?");
             }
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -194,27 +183,15 @@ public:
         int one = 1;
         ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     }
-    ~Client() { ::close(fd_); }
 
-    // One round trip; returns found.
-    bool call(std::uint8_t op, const std::string& key, const Bytes& value, Bytes& out) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        write_all(fd_, &op, 1);
-        write_blob(fd_, key.data(), static_cast<std::uint32_t>(key.size()));
-        write_blob(fd_, value.data(), static_cast<std::uint32_t>(value.size()));
-        std::uint8_t found = 0;
-        std::string reply;
-        if (!read_all(fd_, &found, 1) || !read_blob(fd_, reply)) {
-            throw Error("TcpStore: server " + where_ + " closed the connection");
-        }
-        out.assign(reply.begin(), reply.end());
-        return found != 0;
+    void drop() {
+        ::close(fd_);
+        fd_ = -1;
     }
 
-    const std::string& where() const { return where_; }
-
-private:
+    sockaddr_in addr_;
     std::string where_;
+    Milliseconds connect_timeout_;
     int fd_ = -1;
     std::mutex mutex_;
 };
@@ -243,12 +220,12 @@ int TcpStore::port() const { return port_; }
 
 void TcpStore::set(const std::string& key, const Bytes& value) {
     Bytes ignored;
-    client_->call(kSet, key, value, ignored);
+    client_->call(kOpSet, key, value, ignored, std::chrono::steady_clock::now() + kCallTimeout);
 }
 
 std::optional<Bytes> TcpStore::try_get(const std::string& key) {
     Bytes out;
-    if (!client_->call(kGet, key, {}, out)) return std::nullopt;
+    if (!client_->call(kOpGet, key, {}, out, std::chrono::steady_clock::now() + kCallTimeout)) return std::nullopt;
     return out;
 }
 
@@ -256,7 +233,14 @@ Bytes TcpStore::get(const std::string& key, Milliseconds timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     auto pause = std::chrono::microseconds(200);
     Bytes out;
-    while (!client_->call(kGet, key, {}, out)) {
+    for (;;) {
+        bool found = false;
+        try {
+            found = client_->call(kOpGet, key, {}, out, deadline);
+        } catch (const Timeout&) {
+            found = false;  // the server did not answer before our deadline: report it as the key's timeout
+        }
+        if (found) break;
         if (std::chrono::steady_clock::now() >= deadline) {
             throw Timeout("TcpStore: key '" + key + "' was not set on " + client_->where() + " within " +
                           std::to_string(timeout.count()) + " ms");
