@@ -99,8 +99,10 @@ def test_waiting_for_a_late_peer_costs_almost_no_cpu(monkeypatch, shm):
         assert seconds < 0.1, (name, seconds, spent)
 
 
-def test_min_and_max_propagate_nan_as_torch_does():
-    # 3 ranks: rank 0's and rank 1's values surround the NaN of rank 2 on the shared-memory path
+@pytest.mark.parametrize("shm", ["1", "0"])
+def test_min_and_max_propagate_nan_as_torch_does(monkeypatch, shm):
+    # 3 ranks: rank 0's and rank 1's values surround the NaN of rank 2; on the shared-memory path and on oneCCL
+    monkeypatch.setenv("CCL_CORE_SHM", shm)
     for r in run_in_group(w.nan_in_min_max, 3):
         for name, values in r.items():
             low = [float(i) for i in range(6)]

@@ -251,6 +251,21 @@ Request Communicator::allreduce(const void* send, void* recv, std::size_t count,
         return issue_shm(impl_, name, detail::ShmCollectives::Kind::allreduce, send, recv, count, dtype, op, 0,
                          avg_finish(op, recv, count, dtype, size()));
     }
+    if (is_floating(dtype) && (op == ReduceOp::min || op == ReduceOp::max)) {
+        // oneCCL's MIN/MAX drop NaN, torch's keep it: gather every rank's values and reduce them here with the
+        // NaN-aware kernel of the shared-memory path (size x the traffic; MIN/MAX tensors are small in practice)
+        const std::size_t row = count * dtype_size(dtype);
+        auto gathered = std::make_shared<std::vector<char>>(row * static_cast<std::size_t>(size()));
+        const int n = size();
+        return issue(impl_, name, all_ranks(size()), [&](ccl::communicator& comm) {
+            return ccl::allgatherv(send, count, gathered->data(), std::vector<std::size_t>(n, count),
+                                   detail::to_ccl(dtype), comm);
+        }, [gathered, recv, count, dtype, op, n, row] {
+            std::vector<const void*> rows(static_cast<std::size_t>(n));
+            for (int r = 0; r < n; ++r) rows[static_cast<std::size_t>(r)] = gathered->data() + row * static_cast<std::size_t>(r);
+            detail::reduce_sources(rows.data(), n, recv, nullptr, count, dtype, op);
+        });
+    }
     return issue(impl_, name, all_ranks(size()), [&](ccl::communicator& comm) {
         return ccl::allreduce(send, recv, count, detail::to_ccl(dtype), engine_op(op), comm);
     }, avg_finish(op, recv, count, dtype, size()));
