@@ -132,3 +132,61 @@ def dropped_request_at_exit(comm):
         time.sleep(1.0)
     comm.allreduce(np.ones(1 << 22, np.float32), async_op=True)
     return "exiting"
+
+
+def dropped_communicator(rank, size, store_dir):
+    """Python drops a communicator, its Request and the array of an op still in flight (rank 1 is late); a new
+    communicator on the same host then works, and nothing crashes."""
+    import gc
+
+    comm = ccl_core.Communicator(ccl_core.PrefixStore("first", ccl_core.FileStore(store_dir)), rank, size, timeout=30)
+    if rank == 1:
+        time.sleep(0.5)
+    comm.allreduce(np.ones(1 << 22, np.float32), async_op=True)
+    del comm
+    gc.collect()
+    again = ccl_core.Communicator(ccl_core.PrefixStore("second", ccl_core.FileStore(store_dir)), rank, size, timeout=30)
+    x = np.full(1000, rank + 1.0, np.float32)
+    again.allreduce(x)
+    return float(x[0])
+
+
+def tampered_segment_name(rank, size, store_dir):
+    """A store that hands rank 1 the name of a segment rank 0 never made: world-readable, too small, and with the
+    right token in it. Rank 1 must refuse to map it (before, it mapped it: any access past 4 KiB would SIGBUS), and
+    the group must agree to use oneCCL."""
+
+    class Tampering(ccl_core.Store):
+        def __init__(self, inner, planted):
+            super().__init__()
+            self.inner, self.planted = inner, planted
+
+        def set(self, key, value):
+            self.inner.set(key, value)
+
+        def get(self, key, timeout):
+            value = self.inner.get(key, timeout)
+            if self.planted and key.endswith("ccl_core/shm/name") and value:
+                lines = value.split(b"\n")
+                lines[0] = self.planted.encode()
+                # the planted segment even carries the right token, which the store gave away
+                with open("/dev/shm" + self.planted, "r+b") as f:
+                    f.write(int(lines[1]).to_bytes(8, "little"))
+                value = b"\n".join(lines)
+            return value
+
+    planted = None
+    if rank == 1:
+        planted = f"/{os.getpid()}:ccl_core:1"
+        fd = os.open("/dev/shm" + planted, os.O_CREAT | os.O_RDWR, 0o644)
+        os.fchmod(fd, 0o644)
+        os.ftruncate(fd, 4096)  # far smaller than the layout: touching past it would SIGBUS
+        os.close(fd)
+    try:
+        comm = ccl_core.Communicator(Tampering(ccl_core.FileStore(store_dir), planted), rank, size, timeout=30)
+        x = np.full(1 << 16, rank + 1.0, np.float32)
+        comm.allreduce(x)
+        return comm.shared_memory_allreduce, float(x.min()), float(x.max())
+    finally:
+        if planted:
+            os.unlink("/dev/shm" + planted)

@@ -61,3 +61,11 @@ def test_requests_dropped_in_flight_keep_their_buffers_until_done():
 
 def test_interpreter_exit_with_a_dropped_request_in_flight():
     assert run_ranks(error_workers.dropped_request_at_exit, 2) == ["exiting", "exiting"]
+
+
+def test_a_communicator_dropped_with_an_op_in_flight():
+    assert run_ranks(error_workers.dropped_communicator, 2, make_comm=False) == [3.0, 3.0]
+
+
+def test_a_segment_not_made_by_rank_0_is_refused_and_the_group_uses_oneccl():
+    assert run_ranks(error_workers.tampered_segment_name, 2, make_comm=False) == [(False, 3.0, 3.0)] * 2
