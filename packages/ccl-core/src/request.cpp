@@ -75,9 +75,9 @@ void EngineOperation::wait(std::optional<std::chrono::milliseconds> timeout, con
     //   their cores in the shared segment while they wait): the peer cannot progress until this rank gives the core
     //   away, and a yield hands it over only after ~100-300 µs here.
     // - oneCCL operations stop yielding after 20 ms (a peer is late, or the op is long): then they nap, 20 µs
-    //   growing to 1 ms, and after half a second to 20 ms, so that waiting for a late peer costs almost no CPU (a poll
-    //   of oneCCL costs ~50 µs). Each wake still polls, which is what moves oneCCL without its worker thread: a
-    //   transfer longer than 20 ms loses up to a millisecond per step, one longer than half a second up to 20 ms.
+    //   growing to 1 ms, after 0.2 s to 20 ms and after 2 s to 50 ms, so that waiting for a late peer costs almost
+    //   no CPU (a poll of oneCCL costs 50-100 µs here). Each wake still polls, which is what moves oneCCL without
+    //   its worker thread: a transfer longer than 20 ms loses up to 1 ms per step, one longer than 0.2 s up to 20 ms.
     const bool oversubscribed = comm->oversubscribed;
     detail::ShmCollectives* shm = shm_op ? comm->shm.get() : nullptr;
     detail::ShmCollectives* board = comm->shm.get();  // where same-host ranks note their cores
@@ -87,9 +87,11 @@ void EngineOperation::wait(std::optional<std::chrono::milliseconds> timeout, con
     constexpr auto kMinNap = std::chrono::microseconds(20);
     constexpr auto kMaxNap = std::chrono::microseconds(1000);
     constexpr auto kMaxLateNap = std::chrono::microseconds(20000);
+    constexpr auto kMaxVeryLateNap = std::chrono::microseconds(50000);
     auto nap = kMinNap;
     const auto late = start + std::chrono::milliseconds(20);     // from here on naps grow (oversubscribed ranks too)
-    const auto very_late = start + std::chrono::milliseconds(500);
+    const auto very_late = start + std::chrono::milliseconds(200);
+    const auto hopeless = start + std::chrono::milliseconds(2000);
     bool spinning = true;
     for (unsigned i = 0;; ++i) {
         if (test()) return;
@@ -102,10 +104,11 @@ void EngineOperation::wait(std::optional<std::chrono::milliseconds> timeout, con
         const bool share_core = board && board->peer_on_my_core();
         if (!spinning || share_core) {
             if (now < yield_until && !share_core) ::sched_yield();
-            else if (shm) shm->sleep_unless([this] { return test(); }, std::chrono::milliseconds(10));
+            else if (shm) shm->sleep_unless([this] { return test(); }, std::chrono::milliseconds(now >= hopeless ? 50 : 10));
             else {
                 std::this_thread::sleep_for(nap);  // oneCCL publishes nothing to sleep on
-                if (now >= late) nap = std::min(nap * 2, now >= very_late ? kMaxLateNap : kMaxNap);
+                const auto cap = now >= hopeless ? kMaxVeryLateNap : now >= very_late ? kMaxLateNap : kMaxNap;
+                if (now >= late) nap = std::min(nap * 2, cap);
             }
         }
         if (now >= next_peer_check) {
