@@ -252,16 +252,30 @@ def cpu_while_waiting_for_a_late_peer(rank, size, late_s):
 
 
 def nan_in_min_max(rank, size):
-    """A NaN on the last rank only, at a different place per dtype: MIN and MAX give NaN there, as torch's own
-    min/max do, and the right value elsewhere."""
+    """A NaN on the last rank only: all_reduce, reduce (to rank 1) and reduce_scatter_tensor with MIN and MAX give
+    NaN there, as torch's own min/max do, and the right value elsewhere. reduce_scatter's parts are reported per
+    rank; the test joins them."""
+    def listed(t):
+        return [None if v != v else v for v in t.float().tolist()]
+
     out = {}
     for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16):
         for op in (dist.ReduceOp.MIN, dist.ReduceOp.MAX):
-            t = torch.arange(6, dtype=torch.float32).add(rank).to(dtype)
-            if rank == size - 1:
-                t[2] = float("nan")
+            def values():
+                t = torch.arange(6, dtype=torch.float32).add(rank).to(dtype)
+                if rank == size - 1:
+                    t[2] = float("nan")
+                return t
+            t = values()
             dist.all_reduce(t, op=op)
-            out[f"{dtype} {op}"] = [None if v != v else v for v in t.float().tolist()]
+            out[f"all_reduce {dtype} {op}"] = listed(t)
+            t = values()
+            dist.reduce(t, dst=1, op=op)
+            if rank == 1:
+                out[f"reduce {dtype} {op}"] = listed(t)
+            part = torch.empty(6 // size, dtype=dtype)
+            dist.reduce_scatter_tensor(part, values(), op=op)
+            out[f"reduce_scatter {dtype} {op}"] = listed(part)
     return out
 
 

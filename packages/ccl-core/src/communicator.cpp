@@ -240,6 +240,33 @@ Request issue_shm(const std::shared_ptr<Communicator::Impl>& c, const char* op, 
     return Request(std::move(state));
 }
 
+// oneCCL's MIN/MAX drop NaN; torch's (and the shared-memory path's) keep it.
+bool drops_nan(DType dtype, ReduceOp op) { return is_floating(dtype) && (op == ReduceOp::min || op == ReduceOp::max); }
+
+// Floating MIN/MAX on oneCCL, for every reducing op: `collect` moves the rows this rank reduces (one per rank, `count`
+// elements each) into a buffer of ours, and the finish step reduces them into `recv` with the shared-memory path's
+// NaN-aware kernel. Up to size x oneCCL's own traffic; MIN/MAX tensors are small in practice.
+template <class Collect>
+Request issue_nan_aware(const std::shared_ptr<Communicator::Impl>& c, const char* op, void* recv, bool reduces_here,
+                        std::size_t count, DType dtype, ReduceOp rop, Collect&& collect) {
+    const int n = c->size;
+    const std::size_t row = count * dtype_size(dtype);
+    auto rows = std::make_shared<std::vector<char>>(reduces_here ? row * static_cast<std::size_t>(n) : 0);
+    void* landing = rows->empty() ? scratch() : rows->data();
+    std::function<void()> reduce;
+    if (reduces_here) {
+        reduce = [rows, recv, row, count, dtype, rop, n] {
+            std::vector<const void*> from(static_cast<std::size_t>(n));
+            for (int r = 0; r < n; ++r) from[static_cast<std::size_t>(r)] = rows->data() + row * static_cast<std::size_t>(r);
+            if (count > 0) detail::reduce_sources(from.data(), n, recv, nullptr, count, dtype, rop);
+        };
+    } else {
+        reduce = [rows] {};  // keeps the landing buffer alive until the operation completes
+    }
+    return issue(c, op, all_ranks(n), [&](ccl::communicator& comm) { return collect(comm, landing); },
+                 std::move(reduce));
+}
+
 }  // namespace
 
 Request Communicator::allreduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
@@ -251,19 +278,10 @@ Request Communicator::allreduce(const void* send, void* recv, std::size_t count,
         return issue_shm(impl_, name, detail::ShmCollectives::Kind::allreduce, send, recv, count, dtype, op, 0,
                          avg_finish(op, recv, count, dtype, size()));
     }
-    if (is_floating(dtype) && (op == ReduceOp::min || op == ReduceOp::max)) {
-        // oneCCL's MIN/MAX drop NaN, torch's keep it: gather every rank's values and reduce them here with the
-        // NaN-aware kernel of the shared-memory path (size x the traffic; MIN/MAX tensors are small in practice)
-        const std::size_t row = count * dtype_size(dtype);
-        auto gathered = std::make_shared<std::vector<char>>(row * static_cast<std::size_t>(size()));
-        const int n = size();
-        return issue(impl_, name, all_ranks(size()), [&](ccl::communicator& comm) {
-            return ccl::allgatherv(send, count, gathered->data(), std::vector<std::size_t>(n, count),
+    if (drops_nan(dtype, op)) {
+        return issue_nan_aware(impl_, name, recv, true, count, dtype, op, [&](ccl::communicator& comm, void* rows) {
+            return ccl::allgatherv(send, count, rows, std::vector<std::size_t>(static_cast<std::size_t>(size()), count),
                                    detail::to_ccl(dtype), comm);
-        }, [gathered, recv, count, dtype, op, n, row] {
-            std::vector<const void*> rows(static_cast<std::size_t>(n));
-            for (int r = 0; r < n; ++r) rows[static_cast<std::size_t>(r)] = gathered->data() + row * static_cast<std::size_t>(r);
-            detail::reduce_sources(rows.data(), n, recv, nullptr, count, dtype, op);
         });
     }
     return issue(impl_, name, all_ranks(size()), [&](ccl::communicator& comm) {
@@ -277,6 +295,13 @@ Request Communicator::reduce(const void* send, void* recv, std::size_t count, DT
     check_buffer(name, "send", send, count);
     check_buffer(name, "recv", recv, count);
     check_reduction(name, dtype, op);
+    if (drops_nan(dtype, op)) {
+        const AlltoallvCounts counts = gather_as_alltoallv(size(), rank(), root, count);
+        return issue_nan_aware(impl_, name, recv, rank() == root, count, dtype, op,
+                               [&](ccl::communicator& comm, void* rows) {
+            return ccl::alltoallv(send ? send : scratch(), counts.send, rows, counts.recv, detail::to_ccl(dtype), comm);
+        });
+    }
     return issue(impl_, name, all_ranks(size()), [&](ccl::communicator& comm) {
         return ccl::reduce(send, recv, count, detail::to_ccl(dtype), engine_op(op), root, comm);
     }, rank() == root ? avg_finish(op, recv, count, dtype, size()) : nullptr);
@@ -327,6 +352,11 @@ Request Communicator::reduce_scatter(const void* send, void* recv, std::size_t r
     if (impl_->shm && impl_->shm->fits(detail::ShmCollectives::Kind::reduce_scatter, dtype)) {
         return issue_shm(impl_, name, detail::ShmCollectives::Kind::reduce_scatter, send, recv, recv_count, dtype, op, 0,
                          avg_finish(op, recv, recv_count, dtype, size()));
+    }
+    if (drops_nan(dtype, op)) {
+        return issue_nan_aware(impl_, name, recv, true, recv_count, dtype, op, [&](ccl::communicator& comm, void* rows) {
+            return ccl::alltoall(send ? send : scratch(), rows, recv_count, detail::to_ccl(dtype), comm);
+        });
     }
     return issue(impl_, name, all_ranks(size()), [&](ccl::communicator& comm) {
         return ccl::reduce_scatter(send, recv, recv_count, detail::to_ccl(dtype), engine_op(op), comm);
