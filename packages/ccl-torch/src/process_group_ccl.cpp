@@ -157,11 +157,20 @@ c10::intrusive_ptr<CCLWork> ProcessGroupCCL::make_work(c10d::OpType type, const 
     return work;
 }
 
+template <class Check, class Issue>
+c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::launch(c10d::OpType type, const char* op,
+                                                       std::chrono::milliseconds timeout, Check&& check, Issue&& issue) {
+    OpTensors tensors = check();
+    auto work = make_work(type, op, tensors.inputs, std::move(tensors.outputs), timeout);
+    issue(*work);
+    return work;
+}
+
 // ---- reductions ----------------------------------------------------------------------------------------------
 
+// Issues the reduction of one checked tensor (check_reducible): allreduce when root < 0, else reduce to root.
 void ProcessGroupCCL::reduce_into(CCLWork& work, const char* op, at::Tensor& tensor, const c10d::ReduceOp& rop,
                                   int root) {
-    check_dense(tensor, op, "tensor");
     Reduction plan = plan_reduction(rop, tensor.scalar_type(), op);
     if (plan.kind == ReduceKind::bitwise) {
         // Everyone gathers everyone's tensor, then reduces locally (oneCCL has no bitwise ops).
@@ -170,7 +179,6 @@ void ProcessGroupCCL::reduce_into(CCLWork& work, const char* op, at::Tensor& ten
         work.add(translate_errors([&] { return work.engine().allgather(in.data(), gathered.data_ptr(), in.count, in.dtype); }));
         work.keep_alive(in.tensor);
         work.finish_steps().push_back([plan, gathered, tensor]() mutable { bitwise_reduce(plan, gathered, tensor); });
-        (void)root;
         return;
     }
     Buffer buf = output_buffer(tensor, op, work.finish_steps());
@@ -193,11 +201,13 @@ void ProcessGroupCCL::reduce_into(CCLWork& work, const char* op, at::Tensor& ten
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allreduce_all(const char* op, c10d::OpType type,
                                                               std::vector<at::Tensor>& tensors, const c10d::ReduceOp& rop,
                                                               std::chrono::milliseconds timeout) {
-    CCL_CHECK_ARGUMENT(!tensors.empty(), op, ": no tensors given");
-    for (const auto& t : tensors) check_reducible(t, rop, op);
-    auto work = make_work(type, op, tensors, tensors, timeout);
-    for (auto& t : tensors) reduce_into(*work, op, t, rop, -1);
-    return work;
+    return launch(type, op, timeout, [&] {
+        CCL_CHECK_ARGUMENT(!tensors.empty(), op, ": no tensors given");
+        for (const auto& t : tensors) check_reducible(t, rop, op);
+        return OpTensors{tensors, tensors};
+    }, [&](CCLWork& work) {
+        for (auto& t : tensors) reduce_into(work, op, t, rop, -1);
+    });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allreduce(std::vector<at::Tensor>& tensors,
@@ -213,31 +223,37 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allreduce_coalesced(std::vector<
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::reduce(std::vector<at::Tensor>& tensors,
                                                        const c10d::ReduceOptions& opts) {
     const char* op = "reduce";
-    at::Tensor t = single(tensors, op);
-    check_root(opts.rootRank, getSize(), op);
-    check_reducible(t, opts.reduceOp, op);
-    auto work = make_work(c10d::OpType::REDUCE, op, tensors, tensors, opts.timeout);
-    reduce_into(*work, op, t, opts.reduceOp, static_cast<int>(opts.rootRank));
-    return work;
+    at::Tensor t;
+    return launch(c10d::OpType::REDUCE, op, opts.timeout, [&] {
+        t = single(tensors, op);
+        check_root(opts.rootRank, getSize(), op);
+        check_reducible(t, opts.reduceOp, op);
+        return OpTensors{tensors, tensors};
+    }, [&](CCLWork& work) { reduce_into(work, op, t, opts.reduceOp, static_cast<int>(opts.rootRank)); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::broadcast(std::vector<at::Tensor>& tensors,
                                                           const c10d::BroadcastOptions& opts) {
     const char* op = "broadcast";
-    at::Tensor t = single(tensors, op);
-    check_dense(t, op, "tensor");
-    (void)core_dtype(t.scalar_type(), op);
-    check_root(opts.rootRank, getSize(), op);
-    auto work = make_work(c10d::OpType::BROADCAST, op, tensors, tensors, opts.timeout);
-    Buffer buf = output_buffer(t, op, work->finish_steps());
-    work->add(translate_errors([&] { return work->engine().broadcast(buf.data(), buf.count, buf.dtype, static_cast<int>(opts.rootRank)); }));
-    return work;
+    at::Tensor t;
+    return launch(c10d::OpType::BROADCAST, op, opts.timeout, [&] {
+        t = single(tensors, op);
+        check_dense(t, op, "tensor");
+        (void)core_dtype(t.scalar_type(), op);
+        check_root(opts.rootRank, getSize(), op);
+        return OpTensors{tensors, tensors};
+    }, [&](CCLWork& work) {
+        Buffer buf = output_buffer(t, op, work.finish_steps());
+        work.add(translate_errors([&] {
+            return work.engine().broadcast(buf.data(), buf.count, buf.dtype, static_cast<int>(opts.rootRank));
+        }));
+    });
 }
 
 // ---- gathers ------------------------------------------------------------------------------------------------
 
+// Issues the allgather of one checked pair (check_allgather_pair).
 void ProcessGroupCCL::allgather_flat(CCLWork& work, const char* op, at::Tensor& output, const at::Tensor& input) {
-    check_allgather_pair(output, input, getSize(), op);  // callers checked already; cheap
     Buffer in = input_buffer(input, op);
     Buffer out = output_buffer(output, op, work.finish_steps());
     work.keep_alive(in.tensor);
@@ -247,150 +263,164 @@ void ProcessGroupCCL::allgather_flat(CCLWork& work, const char* op, at::Tensor& 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                                 const c10d::AllgatherOptions& opts) {
     const char* op = "allgather_into_tensor";
-    check_allgather_pair(output, input, getSize(), op);
-    auto work = make_work(c10d::OpType::_ALLGATHER_BASE, op, {input}, {output}, opts.timeout);
-    allgather_flat(*work, op, output, input);
-    return work;
+    return launch(c10d::OpType::_ALLGATHER_BASE, op, opts.timeout, [&] {
+        check_allgather_pair(output, input, getSize(), op);
+        return OpTensors{{input}, {output}};
+    }, [&](CCLWork& work) { allgather_flat(work, op, output, input); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                                                 std::vector<at::Tensor>& inputs,
                                                                                 const c10d::AllgatherOptions& opts) {
     const char* op = "allgather_into_tensor_coalesced";
-    CCL_CHECK_ARGUMENT(outputs.size() == inputs.size(), op, ": ", outputs.size(), " outputs for ", inputs.size(), " inputs");
-    for (std::size_t i = 0; i < inputs.size(); ++i) check_allgather_pair(outputs[i], inputs[i], getSize(), op);
-    auto work = make_work(c10d::OpType::COALESCED, op, inputs, outputs, opts.timeout);
-    for (std::size_t i = 0; i < inputs.size(); ++i) allgather_flat(*work, op, outputs[i], inputs[i]);
-    return work;
+    return launch(c10d::OpType::COALESCED, op, opts.timeout, [&] {
+        CCL_CHECK_ARGUMENT(outputs.size() == inputs.size(), op, ": ", outputs.size(), " outputs for ", inputs.size(),
+                           " inputs");
+        for (std::size_t i = 0; i < inputs.size(); ++i) check_allgather_pair(outputs[i], inputs[i], getSize(), op);
+        return OpTensors{inputs, outputs};
+    }, [&](CCLWork& work) {
+        for (std::size_t i = 0; i < inputs.size(); ++i) allgather_flat(work, op, outputs[i], inputs[i]);
+    });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                                           std::vector<at::Tensor>& inputs,
                                                           const c10d::AllgatherOptions& opts) {
     const char* op = "allgather";
-    at::Tensor input = single(inputs, op);
-    CCL_CHECK_ARGUMENT(outputs.size() == 1, op, ": expects one output list, got ", outputs.size());
-    auto& outs = outputs[0];
-    CCL_CHECK_ARGUMENT(static_cast<int>(outs.size()) == getSize(), op, ": output list has ", outs.size(),
-                      " tensors, expected one per rank (", getSize(), ")");
-    for (auto& o : outs) {
-        check_dense(o, op, "output");
-        check_same_dtype(input, o, op);
-        check_same_numel(o, input.numel(), op, "an output tensor", "same as input");
-    }
-    check_dense(input, op, "input");
-    (void)core_dtype(input.scalar_type(), op);
-    auto work = make_work(c10d::OpType::ALLGATHER, op, inputs, outs, opts.timeout);
-    at::Tensor flat = at::empty({input.numel() * getSize()}, input.options());
-    allgather_flat(*work, op, flat, input);
-    work->finish_steps().push_back([flat, outs, n = input.numel()]() mutable { split_into(flat, outs, n); });
-    return work;
+    at::Tensor input;
+    return launch(c10d::OpType::ALLGATHER, op, opts.timeout, [&] {
+        input = single(inputs, op);
+        check_dense(input, op, "input");
+        (void)core_dtype(input.scalar_type(), op);
+        CCL_CHECK_ARGUMENT(outputs.size() == 1, op, ": expects one output list, got ", outputs.size());
+        CCL_CHECK_ARGUMENT(static_cast<int>(outputs[0].size()) == getSize(), op, ": output list has ",
+                           outputs[0].size(), " tensors, expected one per rank (", getSize(), ")");
+        for (auto& o : outputs[0]) {
+            check_dense(o, op, "output");
+            check_same_dtype(input, o, op);
+            check_same_numel(o, input.numel(), op, "an output tensor", "same as input");
+        }
+        return OpTensors{inputs, outputs[0]};
+    }, [&](CCLWork& work) {
+        at::Tensor flat = at::empty({input.numel() * getSize()}, input.options());
+        allgather_flat(work, op, flat, input);
+        work.finish_steps().push_back([flat, outs = outputs[0], n = input.numel()]() mutable { split_into(flat, outs, n); });
+    });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                                                     std::vector<at::Tensor>& inputs,
                                                                     const c10d::AllgatherOptions& opts) {
     const char* op = "allgather_coalesced";
-    CCL_CHECK_ARGUMENT(outputs.size() == static_cast<std::size_t>(getSize()), op, ": expects one output list per rank");
-    for (int r = 0; r < getSize(); ++r) {
-        CCL_CHECK_ARGUMENT(outputs[r].size() == inputs.size(), op, ": output list ", r, " has ", outputs[r].size(),
-                           " tensors, expected ", inputs.size());
-        for (std::size_t i = 0; i < inputs.size(); ++i) {
-            check_dense(inputs[i], op, "input");
-            check_dense(outputs[r][i], op, "output");
-            check_same_dtype(inputs[i], outputs[r][i], op);
-            (void)core_dtype(inputs[i].scalar_type(), op);
-            check_same_numel(outputs[r][i], inputs[i].numel(), op, "an output tensor", "same as its input");
+    return launch(c10d::OpType::ALLGATHER_COALESCED, op, opts.timeout, [&] {
+        CCL_CHECK_ARGUMENT(outputs.size() == static_cast<std::size_t>(getSize()), op,
+                           ": expects one output list per rank");
+        for (int r = 0; r < getSize(); ++r) {
+            CCL_CHECK_ARGUMENT(outputs[r].size() == inputs.size(), op, ": output list ", r, " has ", outputs[r].size(),
+                               " tensors, expected ", inputs.size());
+            for (std::size_t i = 0; i < inputs.size(); ++i) {
+                check_dense(inputs[i], op, "input");
+                check_dense(outputs[r][i], op, "output");
+                check_same_dtype(inputs[i], outputs[r][i], op);
+                (void)core_dtype(inputs[i].scalar_type(), op);
+                check_same_numel(outputs[r][i], inputs[i].numel(), op, "an output tensor", "same as its input");
+            }
         }
-    }
-    // outputs[r][i] receives rank r's inputs[i]: gather each input, then scatter into the lists.
-    auto work = make_work(c10d::OpType::ALLGATHER_COALESCED, op, inputs, {}, opts.timeout);
-    for (std::size_t i = 0; i < inputs.size(); ++i) {
-        at::Tensor flat = at::empty({inputs[i].numel() * getSize()}, inputs[i].options());
-        allgather_flat(*work, op, flat, inputs[i]);
-        work->finish_steps().push_back([flat, i, n = inputs[i].numel(), outs = outputs]() mutable {
-            for (std::size_t r = 0; r < outs.size(); ++r) outs[r][i].copy_(flat.narrow(0, r * n, n).view(outs[r][i].sizes()));
-        });
-    }
-    return work;
+        return OpTensors{inputs, {}};
+    }, [&](CCLWork& work) {
+        // outputs[r][i] receives rank r's inputs[i]: gather each input, then scatter into the lists.
+        for (std::size_t i = 0; i < inputs.size(); ++i) {
+            at::Tensor flat = at::empty({inputs[i].numel() * getSize()}, inputs[i].options());
+            allgather_flat(work, op, flat, inputs[i]);
+            work.finish_steps().push_back([flat, i, n = inputs[i].numel(), outs = outputs]() mutable {
+                for (std::size_t r = 0; r < outs.size(); ++r) {
+                    outs[r][i].copy_(flat.narrow(0, r * n, n).view(outs[r][i].sizes()));
+                }
+            });
+        }
+    });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::gather(std::vector<std::vector<at::Tensor>>& outputs,
                                                        std::vector<at::Tensor>& inputs,
                                                        const c10d::GatherOptions& opts) {
     const char* op = "gather";
-    at::Tensor input = single(inputs, op);
-    check_dense(input, op, "input");
     const int root = static_cast<int>(opts.rootRank);
-    check_root(root, getSize(), op);
+    at::Tensor input;
     std::vector<at::Tensor> outs;
-    if (getRank() == root) {
-        CCL_CHECK_ARGUMENT(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(), op,
-                          ": the root needs a list of ", getSize(), " output tensors");
-        outs = outputs[0];
-        for (auto& o : outs) {
-            check_dense(o, op, "output");
-            check_same_dtype(input, o, op);
-            check_same_numel(o, input.numel(), op, "an output tensor", "same as input");
+    return launch(c10d::OpType::GATHER, op, opts.timeout, [&] {
+        input = single(inputs, op);
+        check_dense(input, op, "input");
+        (void)core_dtype(input.scalar_type(), op);
+        check_root(root, getSize(), op);
+        if (getRank() == root) {
+            CCL_CHECK_ARGUMENT(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(), op,
+                               ": the root needs a list of ", getSize(), " output tensors");
+            outs = outputs[0];
+            for (auto& o : outs) {
+                check_dense(o, op, "output");
+                check_same_dtype(input, o, op);
+                check_same_numel(o, input.numel(), op, "an output tensor", "same as input");
+            }
+        } else {
+            CCL_CHECK_ARGUMENT(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()), op,
+                               ": only the root passes output tensors");
         }
-    } else {
-        CCL_CHECK_ARGUMENT(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()), op,
-                          ": only the root passes output tensors");
-    }
-    (void)core_dtype(input.scalar_type(), op);
-    auto work = make_work(c10d::OpType::GATHER, op, inputs, outs, opts.timeout);
-    Buffer in = input_buffer(input, op);
-    work->keep_alive(in.tensor);
-    at::Tensor flat = getRank() == root ? at::empty({input.numel() * getSize()}, input.options()) : at::Tensor();
-    work->add(translate_errors([&] {
-        return work->engine().gather(in.data(), flat.defined() ? flat.data_ptr() : nullptr, in.count, in.dtype, root);
-    }));
-    if (flat.defined()) {
-        work->finish_steps().push_back([flat, outs, n = input.numel()]() mutable { split_into(flat, outs, n); });
-    }
-    return work;
+        return OpTensors{inputs, outs};
+    }, [&](CCLWork& work) {
+        Buffer in = input_buffer(input, op);
+        work.keep_alive(in.tensor);
+        at::Tensor flat = getRank() == root ? at::empty({input.numel() * getSize()}, input.options()) : at::Tensor();
+        work.add(translate_errors([&] {
+            return work.engine().gather(in.data(), flat.defined() ? flat.data_ptr() : nullptr, in.count, in.dtype, root);
+        }));
+        if (flat.defined()) {
+            work.finish_steps().push_back([flat, outs, n = input.numel()]() mutable { split_into(flat, outs, n); });
+        }
+    });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::scatter(std::vector<at::Tensor>& outputs,
                                                         std::vector<std::vector<at::Tensor>>& inputs,
                                                         const c10d::ScatterOptions& opts) {
     const char* op = "scatter";
-    at::Tensor output = single(outputs, op);
-    check_dense(output, op, "output");
     const int root = static_cast<int>(opts.rootRank);
-    check_root(root, getSize(), op);
-    at::Tensor flat;
-    if (getRank() == root) {
-        CCL_CHECK_ARGUMENT(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(), op,
-                          ": the root needs a list of ", getSize(), " input tensors");
-        for (auto& i : inputs[0]) {
-            check_dense(i, op, "input");
-            check_same_dtype(i, output, op);
-            check_same_numel(i, output.numel(), op, "an input tensor", "same as output");
+    at::Tensor output, flat;  // flat: the root's inputs, concatenated
+    return launch(c10d::OpType::SCATTER, op, opts.timeout, [&] {
+        output = single(outputs, op);
+        check_dense(output, op, "output");
+        (void)core_dtype(output.scalar_type(), op);
+        check_root(root, getSize(), op);
+        if (getRank() == root) {
+            CCL_CHECK_ARGUMENT(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(), op,
+                               ": the root needs a list of ", getSize(), " input tensors");
+            for (auto& i : inputs[0]) {
+                check_dense(i, op, "input");
+                check_same_dtype(i, output, op);
+                check_same_numel(i, output.numel(), op, "an input tensor", "same as output");
+            }
+            std::vector<at::Tensor> flats;
+            for (auto& i : inputs[0]) flats.push_back(i.reshape({-1}));
+            flat = at::cat(flats);
+        } else {
+            CCL_CHECK_ARGUMENT(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()), op,
+                               ": only the root passes input tensors");
         }
-        std::vector<at::Tensor> flats;
-        for (auto& i : inputs[0]) flats.push_back(i.reshape({-1}));
-        flat = at::cat(flats);
-    } else {
-        CCL_CHECK_ARGUMENT(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()), op,
-                          ": only the root passes input tensors");
-    }
-    (void)core_dtype(output.scalar_type(), op);
-    auto work = make_work(c10d::OpType::SCATTER, op, flat.defined() ? std::vector<at::Tensor>{flat} : std::vector<at::Tensor>{},
-                          outputs, opts.timeout);
-    Buffer out = output_buffer(output, op, work->finish_steps());
-    work->add(translate_errors([&] {
-        return work->engine().scatter(flat.defined() ? flat.data_ptr() : nullptr, out.data(), out.count, out.dtype, root);
-    }));
-    if (flat.defined()) work->keep_alive(flat);
-    return work;
+        return OpTensors{flat.defined() ? std::vector<at::Tensor>{flat} : std::vector<at::Tensor>{}, outputs};
+    }, [&](CCLWork& work) {
+        Buffer out = output_buffer(output, op, work.finish_steps());
+        work.add(translate_errors([&] {
+            return work.engine().scatter(flat.defined() ? flat.data_ptr() : nullptr, out.data(), out.count, out.dtype, root);
+        }));
+        if (flat.defined()) work.keep_alive(flat);
+    });
 }
 
 // ---- reduce-scatter -----------------------------------------------------------------------------------------
 
+// Issues the reduce-scatter of one checked pair (check_reduce_scatter_pair).
 void ProcessGroupCCL::reduce_scatter_flat(CCLWork& work, const char* op, at::Tensor& output, const at::Tensor& input,
                                           const c10d::ReduceOp& rop) {
-    check_reduce_scatter_pair(output, input, rop, getSize(), op);  // callers checked already; cheap
     Reduction plan = plan_reduction(rop, input.scalar_type(), op);
     if (plan.kind == ReduceKind::bitwise) {
         Buffer in = input_buffer(input, op);
@@ -419,59 +449,65 @@ void ProcessGroupCCL::reduce_scatter_flat(CCLWork& work, const char* op, at::Ten
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                      const c10d::ReduceScatterOptions& opts) {
     const char* op = "reduce_scatter_tensor";
-    check_reduce_scatter_pair(output, input, opts.reduceOp, getSize(), op);
-    auto work = make_work(c10d::OpType::_REDUCE_SCATTER_BASE, op, {input}, {output}, opts.timeout);
-    reduce_scatter_flat(*work, op, output, input, opts.reduceOp);
-    return work;
+    return launch(c10d::OpType::_REDUCE_SCATTER_BASE, op, opts.timeout, [&] {
+        check_reduce_scatter_pair(output, input, opts.reduceOp, getSize(), op);
+        return OpTensors{{input}, {output}};
+    }, [&](CCLWork& work) { reduce_scatter_flat(work, op, output, input, opts.reduceOp); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                                                 std::vector<at::Tensor>& inputs,
                                                                                 const c10d::ReduceScatterOptions& opts) {
     const char* op = "reduce_scatter_tensor_coalesced";
-    CCL_CHECK_ARGUMENT(outputs.size() == inputs.size(), op, ": ", outputs.size(), " outputs for ", inputs.size(), " inputs");
-    for (std::size_t i = 0; i < inputs.size(); ++i) {
-        check_reduce_scatter_pair(outputs[i], inputs[i], opts.reduceOp, getSize(), op);
-    }
-    auto work = make_work(c10d::OpType::COALESCED, op, inputs, outputs, opts.timeout);
-    for (std::size_t i = 0; i < inputs.size(); ++i) reduce_scatter_flat(*work, op, outputs[i], inputs[i], opts.reduceOp);
-    return work;
+    return launch(c10d::OpType::COALESCED, op, opts.timeout, [&] {
+        CCL_CHECK_ARGUMENT(outputs.size() == inputs.size(), op, ": ", outputs.size(), " outputs for ", inputs.size(),
+                           " inputs");
+        for (std::size_t i = 0; i < inputs.size(); ++i) {
+            check_reduce_scatter_pair(outputs[i], inputs[i], opts.reduceOp, getSize(), op);
+        }
+        return OpTensors{inputs, outputs};
+    }, [&](CCLWork& work) {
+        for (std::size_t i = 0; i < inputs.size(); ++i) reduce_scatter_flat(work, op, outputs[i], inputs[i], opts.reduceOp);
+    });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::reduce_scatter(std::vector<at::Tensor>& outputs,
                                                                std::vector<std::vector<at::Tensor>>& inputs,
                                                                const c10d::ReduceScatterOptions& opts) {
     const char* op = "reduce_scatter";
-    at::Tensor output = single(outputs, op);
-    check_dense(output, op, "output");
-    CCL_CHECK_ARGUMENT(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(), op,
-                       ": expects a list of ", getSize(), " input tensors (one per rank)");
-    const auto& ins = inputs[0];
+    at::Tensor output, flat;  // flat: the input list, concatenated
     bool even = true;
-    int64_t offset = 0;  // where this rank's part starts in the concatenated inputs
-    for (int r = 0; r < getSize(); ++r) {
-        check_dense(ins[r], op, "input");
-        check_same_dtype(ins[r], output, op);
-        even = even && ins[r].numel() == ins[0].numel();
-        if (r < getRank()) offset += ins[r].numel();
-    }
-    check_same_numel(ins[getRank()], output.numel(), op, "this rank's input tensor", "same as its output");
-    check_reducible(output, opts.reduceOp, op);
-    std::vector<at::Tensor> flats;
-    for (const auto& i : ins) flats.push_back(i.reshape({-1}));
-    at::Tensor flat = at::cat(flats);
-    auto work = make_work(c10d::OpType::REDUCE_SCATTER, op, ins, outputs, opts.timeout);
-    if (even) {
-        reduce_scatter_flat(*work, op, output, flat, opts.reduceOp);
-    } else {
+    int64_t offset = 0;  // where this rank's part starts in flat
+    return launch(c10d::OpType::REDUCE_SCATTER, op, opts.timeout, [&] {
+        output = single(outputs, op);
+        check_dense(output, op, "output");
+        CCL_CHECK_ARGUMENT(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(), op,
+                           ": expects a list of ", getSize(), " input tensors (one per rank)");
+        const auto& ins = inputs[0];
+        for (int r = 0; r < getSize(); ++r) {
+            check_dense(ins[r], op, "input");
+            check_same_dtype(ins[r], output, op);
+            even = even && ins[r].numel() == ins[0].numel();
+            if (r < getRank()) offset += ins[r].numel();
+        }
+        check_same_numel(ins[getRank()], output.numel(), op, "this rank's input tensor", "same as its output");
+        check_reducible(output, opts.reduceOp, op);
+        std::vector<at::Tensor> flats;
+        for (const auto& i : ins) flats.push_back(i.reshape({-1}));
+        flat = at::cat(flats);
+        return OpTensors{ins, outputs};
+    }, [&](CCLWork& work) {
+        if (even) {
+            reduce_scatter_flat(work, op, output, flat, opts.reduceOp);
+            return;
+        }
         // Outputs of different sizes per rank (the original allowed it; oneCCL's reduce_scatter does not): reduce
         // the whole list, keep this rank's part. It moves size x the data of the even case.
-        reduce_into(*work, op, flat, opts.reduceOp, -1);
-        work->finish_steps().push_back([flat, output, offset]() mutable {
+        reduce_into(work, op, flat, opts.reduceOp, -1);
+        work.finish_steps().push_back([flat, output, offset]() mutable {
             output.copy_(flat.narrow(0, offset, output.numel()).view(output.sizes()));
         });
-    }
-    return work;
+    });
 }
 
 // ---- all-to-all ---------------------------------------------------------------------------------------------
@@ -481,132 +517,147 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::alltoall_base(at::Tensor& output
                                                               std::vector<int64_t>& input_split_sizes,
                                                               const c10d::AllToAllOptions& opts) {
     const char* op = "alltoall_base";
-    check_dense(input, op, "input");
-    check_dense(output, op, "output");
-    check_same_dtype(input, output, op);
-    const int64_t size = getSize();
-    auto counts = [&](const at::Tensor& t, const std::vector<int64_t>& splits, const char* which) {
-        const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
-        const int64_t row = rows == 0 ? 0 : t.numel() / rows;
-        const int64_t scale = t.is_complex() ? 2 : 1;
-        std::vector<std::size_t> c(static_cast<std::size_t>(size));
-        if (splits.empty()) {
-            CCL_CHECK_ARGUMENT(rows % size == 0, op, ": ", which, "'s first dimension (", rows,
-                              ") is not divisible by the group size ", size, "; pass split sizes");
-            std::fill(c.begin(), c.end(), static_cast<std::size_t>(rows / size * row * scale));
-        } else {
-            CCL_CHECK_ARGUMENT(static_cast<int64_t>(splits.size()) == size, op, ": ", which, " split sizes have ",
-                              splits.size(), " entries, expected one per rank (", size, ")");
-            for (auto s : splits) CCL_CHECK_ARGUMENT(s >= 0, op, ": negative ", which, " split size ", s);
-            CCL_CHECK_ARGUMENT(sum_of(splits) == rows, op, ": ", which, " split sizes add up to ", sum_of(splits),
-                              ", but its first dimension is ", rows);
-            for (int64_t r = 0; r < size; ++r) c[r] = static_cast<std::size_t>(splits[r] * row * scale);
-        }
-        return c;
-    };
-    auto send_counts = counts(input, input_split_sizes, "input");
-    auto recv_counts = counts(output, output_split_sizes, "output");
-    (void)core_dtype(input.scalar_type(), op);
-    auto work = make_work(c10d::OpType::ALLTOALL_BASE, op, {input}, {output}, opts.timeout);
-    Buffer in = input_buffer(input, op);
-    Buffer out = output_buffer(output, op, work->finish_steps());
-    work->add(translate_errors([&] { return work->engine().alltoallv(in.data(), send_counts, out.data(), recv_counts, in.dtype); }));
-    work->keep_alive(in.tensor);
-    return work;
+    std::vector<std::size_t> send_counts, recv_counts;
+    return launch(c10d::OpType::ALLTOALL_BASE, op, opts.timeout, [&] {
+        check_dense(input, op, "input");
+        check_dense(output, op, "output");
+        check_same_dtype(input, output, op);
+        (void)core_dtype(input.scalar_type(), op);
+        const int64_t size = getSize();
+        auto counts = [&](const at::Tensor& t, const std::vector<int64_t>& splits, const char* which) {
+            const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+            const int64_t row = rows == 0 ? 0 : t.numel() / rows;
+            const int64_t scale = t.is_complex() ? 2 : 1;
+            std::vector<std::size_t> c(static_cast<std::size_t>(size));
+            if (splits.empty()) {
+                CCL_CHECK_ARGUMENT(rows % size == 0, op, ": ", which, "'s first dimension (", rows,
+                                   ") is not divisible by the group size ", size, "; pass split sizes");
+                std::fill(c.begin(), c.end(), static_cast<std::size_t>(rows / size * row * scale));
+            } else {
+                CCL_CHECK_ARGUMENT(static_cast<int64_t>(splits.size()) == size, op, ": ", which, " split sizes have ",
+                                   splits.size(), " entries, expected one per rank (", size, ")");
+                for (auto s : splits) CCL_CHECK_ARGUMENT(s >= 0, op, ": negative ", which, " split size ", s);
+                CCL_CHECK_ARGUMENT(sum_of(splits) == rows, op, ": ", which, " split sizes add up to ", sum_of(splits),
+                                   ", but its first dimension is ", rows);
+                for (int64_t r = 0; r < size; ++r) c[r] = static_cast<std::size_t>(splits[r] * row * scale);
+            }
+            return c;
+        };
+        send_counts = counts(input, input_split_sizes, "input");
+        recv_counts = counts(output, output_split_sizes, "output");
+        return OpTensors{{input}, {output}};
+    }, [&](CCLWork& work) {
+        Buffer in = input_buffer(input, op);
+        Buffer out = output_buffer(output, op, work.finish_steps());
+        work.add(translate_errors([&] {
+            return work.engine().alltoallv(in.data(), send_counts, out.data(), recv_counts, in.dtype);
+        }));
+        work.keep_alive(in.tensor);
+    });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                                          const c10d::AllToAllOptions& opts) {
     const char* op = "alltoall";
-    CCL_CHECK_ARGUMENT(static_cast<int>(inputs.size()) == getSize() && static_cast<int>(outputs.size()) == getSize(), op,
-                      ": expects one input and one output tensor per rank (", getSize(), "), got ", inputs.size(), " and ",
-                      outputs.size());
     std::vector<std::size_t> send_counts, recv_counts;
-    std::vector<at::Tensor> flats;
-    for (int r = 0; r < getSize(); ++r) {
-        check_dense(inputs[r], op, "input");
-        check_dense(outputs[r], op, "output");
-        check_same_dtype(inputs[0], inputs[r], op);
-        check_same_dtype(inputs[0], outputs[r], op);
-        const std::size_t scale = inputs[r].is_complex() ? 2 : 1;
-        send_counts.push_back(static_cast<std::size_t>(inputs[r].numel()) * scale);
-        recv_counts.push_back(static_cast<std::size_t>(outputs[r].numel()) * scale);
-        flats.push_back(inputs[r].reshape({-1}));
-    }
-    (void)core_dtype(inputs[0].scalar_type(), op);
-    at::Tensor in_flat = at::cat(flats);
-    int64_t total_out = 0;
-    for (auto& o : outputs) total_out += o.numel();
-    at::Tensor out_flat = at::empty({total_out}, outputs[0].options());
-    auto work = make_work(c10d::OpType::ALLTOALL, op, inputs, outputs, opts.timeout);
-    const auto dtype = core_dtype(in_flat.scalar_type(), op);
-    work->add(translate_errors([&] {
-        return work->engine().alltoallv(in_flat.data_ptr(), send_counts, out_flat.data_ptr(), recv_counts, dtype);
-    }));
-    work->keep_alive(in_flat);
-    work->finish_steps().push_back([out_flat, outs = outputs]() mutable {
-        int64_t offset = 0;
-        for (auto& o : outs) {
-            o.copy_(out_flat.narrow(0, offset, o.numel()).view(o.sizes()));
-            offset += o.numel();
+    return launch(c10d::OpType::ALLTOALL, op, opts.timeout, [&] {
+        CCL_CHECK_ARGUMENT(static_cast<int>(inputs.size()) == getSize() && static_cast<int>(outputs.size()) == getSize(),
+                           op, ": expects one input and one output tensor per rank (", getSize(), "), got ",
+                           inputs.size(), " and ", outputs.size());
+        for (int r = 0; r < getSize(); ++r) {
+            check_dense(inputs[r], op, "input");
+            check_dense(outputs[r], op, "output");
+            check_same_dtype(inputs[0], inputs[r], op);
+            check_same_dtype(inputs[0], outputs[r], op);
+            const std::size_t scale = inputs[r].is_complex() ? 2 : 1;
+            send_counts.push_back(static_cast<std::size_t>(inputs[r].numel()) * scale);
+            recv_counts.push_back(static_cast<std::size_t>(outputs[r].numel()) * scale);
         }
+        (void)core_dtype(inputs[0].scalar_type(), op);
+        return OpTensors{inputs, outputs};
+    }, [&](CCLWork& work) {
+        std::vector<at::Tensor> flats;
+        for (auto& i : inputs) flats.push_back(i.reshape({-1}));
+        at::Tensor in_flat = at::cat(flats);
+        int64_t total_out = 0;
+        for (auto& o : outputs) total_out += o.numel();
+        at::Tensor out_flat = at::empty({total_out}, outputs[0].options());
+        const auto dtype = core_dtype(in_flat.scalar_type(), op);
+        work.add(translate_errors([&] {
+            return work.engine().alltoallv(in_flat.data_ptr(), send_counts, out_flat.data_ptr(), recv_counts, dtype);
+        }));
+        work.keep_alive(in_flat);
+        work.finish_steps().push_back([out_flat, outs = outputs]() mutable {
+            int64_t offset = 0;
+            for (auto& o : outs) {
+                o.copy_(out_flat.narrow(0, offset, o.numel()).view(o.sizes()));
+                offset += o.numel();
+            }
+        });
     });
-    return work;
 }
 
 // ---- point to point -----------------------------------------------------------------------------------------
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::send(std::vector<at::Tensor>& tensors, int dst_rank, int /*tag*/) {
     const char* op = "send";
-    at::Tensor t = single(tensors, op);
-    check_dense(t, op, "tensor");
-    (void)core_dtype(t.scalar_type(), op);
-    check_peer(dst_rank, getRank(), getSize(), op);
-    auto work = make_work(c10d::OpType::SEND, op, tensors, {}, c10d::kUnsetTimeout);
-    Buffer buf = input_buffer(t, op);
-    work->add(translate_errors([&] { return work->engine().send(buf.data(), buf.count, buf.dtype, dst_rank); }));
-    work->keep_alive(buf.tensor);
-    any_source_->sent_to(dst_rank);
-    return work;
+    at::Tensor t;
+    return launch(c10d::OpType::SEND, op, c10d::kUnsetTimeout, [&] {
+        t = single(tensors, op);
+        check_dense(t, op, "tensor");
+        (void)core_dtype(t.scalar_type(), op);
+        check_peer(dst_rank, getRank(), getSize(), op);
+        return OpTensors{tensors, {}};
+    }, [&](CCLWork& work) {
+        Buffer buf = input_buffer(t, op);
+        work.add(translate_errors([&] { return work.engine().send(buf.data(), buf.count, buf.dtype, dst_rank); }));
+        work.keep_alive(buf.tensor);
+        any_source_->sent_to(dst_rank);
+    });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::recv(std::vector<at::Tensor>& tensors, int src_rank, int /*tag*/) {
     const char* op = "recv";
-    at::Tensor t = single(tensors, op);
-    check_dense(t, op, "tensor");
-    (void)core_dtype(t.scalar_type(), op);
-    check_peer(src_rank, getRank(), getSize(), op);
-    auto work = make_work(c10d::OpType::RECV, op, tensors, tensors, c10d::kUnsetTimeout);
-    Buffer buf = output_buffer(t, op, work->finish_steps());
-    work->add(translate_errors([&] { return work->engine().recv(buf.data(), buf.count, buf.dtype, src_rank); }));
-    any_source_->received_from(src_rank);
-    work->set_source_rank(src_rank);
-    return work;
+    at::Tensor t;
+    return launch(c10d::OpType::RECV, op, c10d::kUnsetTimeout, [&] {
+        t = single(tensors, op);
+        check_dense(t, op, "tensor");
+        (void)core_dtype(t.scalar_type(), op);
+        check_peer(src_rank, getRank(), getSize(), op);
+        return OpTensors{tensors, tensors};
+    }, [&](CCLWork& work) {
+        Buffer buf = output_buffer(t, op, work.finish_steps());
+        work.add(translate_errors([&] { return work.engine().recv(buf.data(), buf.count, buf.dtype, src_rank); }));
+        any_source_->received_from(src_rank);
+        work.set_source_rank(src_rank);
+    });
 }
 
 // The recv is issued once some peer's send to this rank is announced and unclaimed (see any_source.hpp), at the
 // latest when the caller waits; until then it costs a store read per poll.
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::recvAnysource(std::vector<at::Tensor>& tensors, int /*tag*/) {
     const char* op = "recv";
-    at::Tensor t = single(tensors, op);
-    check_dense(t, op, "tensor");
-    CCL_CHECK_ARGUMENT(getSize() > 1, "recv without src: a group of one rank has no peer to receive from");
-    (void)core_dtype(t.scalar_type(), op);
-    auto work = make_work(c10d::OpType::RECVANYSOURCE, op, tensors, tensors, c10d::kUnsetTimeout);
-    Buffer buf = output_buffer(t, op, work->finish_steps());
-    work->defer([ledger = any_source_, buf](CCLWork& w) -> std::optional<ccl_core::Request> {
-        const auto src = ledger->claim_any();
-        if (!src) return std::nullopt;
-        w.set_source_rank(*src);
-        return translate_errors([&] { return w.engine().recv(buf.data(), buf.count, buf.dtype, *src); });
-    }, "recv without src");
-    return work;
+    at::Tensor t;
+    return launch(c10d::OpType::RECVANYSOURCE, op, c10d::kUnsetTimeout, [&] {
+        t = single(tensors, op);
+        check_dense(t, op, "tensor");
+        CCL_CHECK_ARGUMENT(getSize() > 1, "recv without src: a group of one rank has no peer to receive from");
+        (void)core_dtype(t.scalar_type(), op);
+        return OpTensors{tensors, tensors};
+    }, [&](CCLWork& work) {
+        Buffer buf = output_buffer(t, op, work.finish_steps());
+        work.defer([ledger = any_source_, buf](CCLWork& w) -> std::optional<ccl_core::Request> {
+            const auto src = ledger->claim_any();
+            if (!src) return std::nullopt;
+            w.set_source_rank(*src);
+            return translate_errors([&] { return w.engine().recv(buf.data(), buf.count, buf.dtype, *src); });
+        }, "recv without src");
+    });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::barrier(const c10d::BarrierOptions& opts) {
-    auto work = make_work(c10d::OpType::BARRIER, "barrier", {}, {}, opts.timeout);
-    work->add(translate_errors([&] { return work->engine().barrier(); }));
-    return work;
+    return launch(c10d::OpType::BARRIER, "barrier", opts.timeout, [] { return OpTensors{}; },
+                  [](CCLWork& work) { work.add(translate_errors([&] { return work.engine().barrier(); })); });
 }
 
 // ---- coalescing ---------------------------------------------------------------------------------------------
@@ -622,10 +673,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::endCoalescing() {
     coalescing_ = false;
     std::vector<at::Tensor> outputs;
     for (auto& w : coalesced_) for (auto& t : w->result()) outputs.push_back(t);
-    auto work = make_work(c10d::OpType::COALESCED, "coalesced", {}, outputs, c10d::kUnsetTimeout);
-    for (auto& part : coalesced_) work->absorb(*part);  // one Work over every part's requests and finish steps
-    coalesced_.clear();
-    return work;
+    return launch(c10d::OpType::COALESCED, "coalesced", c10d::kUnsetTimeout, [&] { return OpTensors{{}, outputs}; },
+                  [&](CCLWork& work) {
+        for (auto& part : coalesced_) work.absorb(*part);  // one Work over every part's requests and finish steps
+        coalesced_.clear();
+    });
 }
 
 }  // namespace ccl_torch

@@ -75,11 +75,21 @@ public:
     ccl_core::Communicator& communicator() { return *comm_; }
 
 private:
+    // Every op starts through launch(): `check` runs all of the op's argument checks on all its tensors and returns
+    // the tensors its work records; only then is the work made (which advances the sequence number) and does
+    // `issue` start anything. A bad tensor thus raises on every rank that sees it and leaves no rank out of step.
+    struct OpTensors {
+        std::vector<at::Tensor> inputs, outputs;
+    };
+    template <class Check, class Issue>
+    c10::intrusive_ptr<c10d::Work> launch(c10d::OpType type, const char* op, std::chrono::milliseconds timeout,
+                                          Check&& check, Issue&& issue);
     c10::intrusive_ptr<CCLWork> make_work(c10d::OpType type, const char* op, const std::vector<at::Tensor>& inputs,
                                           std::vector<at::Tensor> outputs, std::chrono::milliseconds op_timeout);
     std::chrono::milliseconds effective_timeout(std::chrono::milliseconds op_timeout) const;
     c10::intrusive_ptr<c10d::Work> allreduce_all(const char* op, c10d::OpType type, std::vector<at::Tensor>& tensors,
                                                  const c10d::ReduceOp& rop, std::chrono::milliseconds timeout);
+    // Issue steps for tensors that launch()'s check already accepted.
     void reduce_into(CCLWork& work, const char* op, at::Tensor& tensor, const c10d::ReduceOp& rop, int root);
     void allgather_flat(CCLWork& work, const char* op, at::Tensor& output, const at::Tensor& input);
     void reduce_scatter_flat(CCLWork& work, const char* op, at::Tensor& output, const at::Tensor& input,
