@@ -250,6 +250,9 @@ PYBIND11_MODULE(_ccl_core, m) {
 
     m.def("oneccl_version", &oneccl_version, "Version of the loaded oneCCL");
     m.def("oneccl_library_path", &oneccl_library_path, "Path of the loaded libccl");
+    m.def("kernel_level", &kernel_level,
+          "Instruction-set level of ccl-core's reduction kernels in use (CCL_CORE_KERNEL, else the best the CPU has)");
+    m.def("supported_kernel_levels", &supported_kernel_levels, "Kernel levels this build has and this CPU runs");
     m.def("initialize_runtime", &initialize_runtime, "Apply ccl-core's oneCCL defaults and initialise oneCCL");
     m.def("env_defaults", [] {
         py::list out;

@@ -86,6 +86,7 @@ void avoid_a_small_dev_shm() {
 }  // namespace
 
 void initialize_runtime() {
+    (void)kernel_level();  // a bad CCL_CORE_KERNEL fails here, on every rank, before any communicator exists
     static std::once_flag once;
     std::call_once(once, [] {
         bool we_set_log_level = false;

@@ -36,8 +36,10 @@ from ._ccl_core import (
     effective_environment,
     env_defaults,
     initialize_runtime,
+    kernel_level,
     oneccl_library_path,
     oneccl_version,
+    supported_kernel_levels,
 )
 from ._bootstrap import detect_launch, init_from_env
 
@@ -77,6 +79,8 @@ __all__ = [
     "get_library_dir",
     "init_from_env",
     "initialize_runtime",
+    "kernel_level",
     "oneccl_library_path",
     "oneccl_version",
+    "supported_kernel_levels",
 ]

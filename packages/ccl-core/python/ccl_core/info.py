@@ -43,6 +43,8 @@ def collect() -> dict:
                       "fi_provider": os.environ.get("FI_PROVIDER", "(oneCCL's choice)"),
                       # ccl-core's own allreduce for groups whose ranks share a host (docs/performance.md)
                       "shared_memory_allreduce": os.environ.get("CCL_CORE_SHM", "1") != "0"},
+        # the reduction kernels' instruction-set level (CCL_CORE_KERNEL forces one of the supported)
+        "kernels": {"level": ccl_core.kernel_level(), "supported": ccl_core.supported_kernel_levels()},
         "environment": environment,
         "other_variables": others,
     }
@@ -62,6 +64,8 @@ def main(argv=None) -> int:
     t = info["transport"]
     print(f"transport     ATL {t['atl']}, shared memory {'on' if t['shared_memory'] else 'off'}, "
           f"FI_PROVIDER {t['fi_provider']}")
+    k = info["kernels"]
+    print(f"kernels       {k['level']} (this CPU: {', '.join(k['supported'])})")
     print("environment:")
     for e in info["environment"]:
         print(f"  {e['name']}={e['value']}  [{e['source']}]")
