@@ -26,13 +26,17 @@ def test_sweep_writes_table_csv_json_and_plot(tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
     assert "[ccl-bench] [45/45] broadcast 4 KiB raw" in out.stderr  # progress
     rows = list(csv.DictReader(open(tmp_path / "r.csv")))
-    assert len(rows) == len(OPS) * 3 * 3 + 2  # ops x sizes x backends, plus a DDP step per torch backend
-    assert {r["check"] for r in rows} == {"ok"}
-    assert {(r["op"], r["backend"]) for r in rows} >= {(op, b) for op in OPS for b in ("ccl", "gloo", "raw")}
+    # ops x sizes x (3 backends + the floor and fake rows of --floor), plus a DDP step per torch backend
+    assert len(rows) == len(OPS) * 3 * 5 + 2
+    assert {r["check"] for r in rows if r["backend"] in ("ccl", "gloo", "raw")} == {"ok"}
+    assert {(r["op"], r["backend"]) for r in rows} >= {(op, b) for op in OPS
+                                                        for b in ("ccl", "gloo", "raw", "floor", "fake")}
     for r in rows:
         assert float(r["p10_us"]) <= float(r["median_us"]) <= float(r["p90_us"])
         if r["backend"] in ("ccl", "raw") and r["op"] != "ddp_step":
             assert float(r["x_gloo"]) > 0 and float(r["x_floor"]) > 0
+        if r["backend"] == "fake":  # torch's dispatch alone: a ratio to the floor, never one to gloo
+            assert float(r["x_floor"]) > 0 and not r["x_gloo"]
     data = json.load(open(tmp_path / "r.json"))
     assert data["meta"]["ranks"] == 2 and len(data["results"]) == len(rows)
     assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"

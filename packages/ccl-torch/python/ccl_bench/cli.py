@@ -5,8 +5,10 @@
     ccl-bench -n 2 --ops all_reduce -b 1K -e 64M --floor --csv r.csv --json r.json --plot r.png
 
 Each iteration is timed on every rank; a row reports the median / p10 / p90 over iterations of the slowest
-rank's time. --floor adds this machine's memory-bound floor (every rank adding two local buffers of the same
-size) and each row's ratio to it. A wrong result makes the run exit with status 1.
+rank's time. --floor adds two rows per case, measured right before it (this VM has slow phases): "floor", every
+rank streaming through its message once in place (x.mul_(1)), and "fake", the op on torch's fake process group,
+which moves nothing (torch's own dispatch cost); each row gets its ratio to the floor. A wrong result makes the
+run exit with status 1.
 """
 from __future__ import annotations
 
@@ -55,7 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="float32", help="float32 (default), float64, float16, bfloat16, int32")
     p.add_argument("--iters", type=int, default=0, help="timed iterations per case (default: by size)")
     p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--floor", action="store_true", help="also measure the memory-bound floor and show ratios")
+    p.add_argument("--floor", action="store_true",
+                   help="also measure the in-place memory floor and torch's dispatch floor per case, and show ratios")
     p.add_argument("--ddp", action="store_true", help="also time a DDP training step of a small MLP per backend")
     p.add_argument("--csv")
     p.add_argument("--json")
@@ -94,7 +97,7 @@ def worker(args) -> int:
     import torch.distributed as dist
 
     from . import report, runners, stats
-    from .floor import floor_us
+    from .floor import fake_group, floor_us
 
     ops = [o.strip() for o in args.ops.split(",") if o.strip()]
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
@@ -112,7 +115,8 @@ def worker(args) -> int:
     dist.init_process_group("ccl" if "ccl" in backends else "gloo", timeout=datetime.timedelta(minutes=10))
     rank, size = dist.get_rank(), dist.get_world_size()
     control = dist.new_group(backend="gloo")
-    groups = {"ccl": dist.group.WORLD, "gloo": dist.new_group(backend="gloo") if "gloo" in backends else None}
+    groups = {"ccl": dist.group.WORLD, "gloo": dist.new_group(backend="gloo") if "gloo" in backends else None,
+              "fake": fake_group() if args.floor else None}
     comm = _raw_communicator(rank, size) if "raw" in backends else None
     fault = os.environ.get("CCL_BENCH_FAULT", "") == str(rank)
 
@@ -131,26 +135,36 @@ def worker(args) -> int:
     sweep = sizes(parse_size(args.min_size), parse_size(args.max_size))
     total = len(ops) * len(sweep) * len(backends)
     rows, failures, done = [], 0, 0
-    floors: dict[int, float] = {}
-    if args.floor:
-        for nbytes in sweep:
-            floors[nbytes] = stats.summarize(slowest(floor_us(nbytes, args.iters or default_iters(nbytes), barrier)))["median_us"]
+    floors: dict[tuple[str, int], float] = {}
+
+    def timed(run, iters: int) -> dict:
+        for _ in range(max(1, args.warmup)):
+            run()
+        samples = []
+        barrier()
+        for _ in range(iters):
+            start = time.perf_counter()
+            run()
+            samples.append((time.perf_counter() - start) * 1e6)
+        return stats.summarize(slowest(samples))
+
     for op in ops:
         for nbytes in sweep:
+            iters = args.iters or default_iters(nbytes)
+            if args.floor:  # next to the case it bounds, so that both see the same phase of the machine
+                summary = stats.summarize(slowest(floor_us(nbytes, iters, barrier)))
+                floors[(op, nbytes)] = summary["median_us"]
+                rows.append({"op": op, "bytes": nbytes, "backend": "floor", "ranks": size, **summary,
+                             "algbw_GBps": 0.0, "busbw_GBps": 0.0, "check": "-"})
+                fake = runners.make_case(op, "fake", nbytes, dtype, rank, size, group=groups["fake"])
+                rows.append({"op": op, "bytes": nbytes, "backend": "fake", "ranks": size, **timed(fake.run, iters),
+                             "algbw_GBps": 0.0, "busbw_GBps": 0.0, "check": "-"})
             for backend in backends:
                 done += 1
                 progress(f"[{done}/{total}] {op} {report.human(nbytes)} {backend}")
                 case = runners.make_case(op, backend, nbytes, dtype, rank, size, group=groups.get(backend), comm=comm,
                                          fault=fault)
-                for _ in range(max(1, args.warmup)):
-                    case.run()
-                samples = []
-                barrier()
-                for _ in range(args.iters or default_iters(nbytes)):
-                    start = time.perf_counter()
-                    case.run()
-                    samples.append((time.perf_counter() - start) * 1e6)
-                summary = stats.summarize(slowest(samples))
+                summary = timed(case.run, iters)
                 problem = case.check()
                 bad = torch.tensor([1 if problem else 0])
                 dist.all_reduce(bad, group=control)
@@ -240,13 +254,14 @@ def _ddp_rows(backends, groups, barrier, slowest, size) -> list[dict]:
     return rows
 
 
-def _add_ratios(rows: list[dict], floors: dict[int, float]) -> None:
+def _add_ratios(rows: list[dict], floors: dict[tuple[str, int], float]) -> None:
     gloo = {(r["op"], r["bytes"]): r["median_us"] for r in rows if r["backend"] == "gloo"}
     for r in rows:
-        if r["backend"] != "gloo" and (r["op"], r["bytes"]) in gloo:
-            r["x_gloo"] = gloo[(r["op"], r["bytes"])] / r["median_us"]
-        if r["op"] != "ddp_step" and r["bytes"] in floors:
-            r["x_floor"] = r["median_us"] / floors[r["bytes"]]
+        key = (r["op"], r["bytes"])
+        if r["backend"] in ("ccl", "raw") and key in gloo:
+            r["x_gloo"] = gloo[key] / r["median_us"]
+        if r["backend"] != "floor" and key in floors:
+            r["x_floor"] = r["median_us"] / floors[key]
 
 
 if __name__ == "__main__":

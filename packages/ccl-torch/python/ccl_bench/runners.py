@@ -1,7 +1,8 @@
 """One collective on one backend: buffers, a call to time, and a check of its result.
 
 Backends: "ccl" and "gloo" through torch.distributed, "raw" through ccl_core on the same memory (NumPy views)
-to show what the torch layer costs. Sizes follow nccl-tests: all_gather's size is its output, reduce_scatter's
+to show what the torch layer costs, "fake" through torch's fake process group (moves nothing: its results are not
+checked). Sizes follow nccl-tests: all_gather's size is its output, reduce_scatter's
 its input, all_to_all's each buffer; counts are rounded to a multiple of the group size."""
 from __future__ import annotations
 
