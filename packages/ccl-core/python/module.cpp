@@ -253,6 +253,8 @@ PYBIND11_MODULE(_ccl_core, m) {
     m.def("kernel_level", &kernel_level,
           "Instruction-set level of ccl-core's reduction kernels in use (CCL_CORE_KERNEL, else the best the CPU has)");
     m.def("supported_kernel_levels", &supported_kernel_levels, "Kernel levels this build has and this CPU runs");
+    m.def("progress_mode", &progress_mode,
+          "How async operations move: 'thread' (in the background) or 'caller' (inside test/wait), CCL_CORE_PROGRESS");
     m.def("initialize_runtime", &initialize_runtime, "Apply ccl-core's oneCCL defaults and initialise oneCCL");
     m.def("env_defaults", [] {
         py::list out;

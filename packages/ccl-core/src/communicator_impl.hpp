@@ -9,6 +9,8 @@
 #include "shm_cleanup.hpp"
 
 #include <atomic>
+#include <chrono>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -101,6 +103,10 @@ public:
     EngineOperation(std::shared_ptr<Communicator::Impl> comm, std::string op, std::string peers)
         : comm(std::move(comm)), op(std::move(op)), peers(std::move(peers)) {}
 
+    // One round of the progress thread (progress_thread.hpp): true once nothing is left to do (complete, failed,
+    // timed out after the communicator's timeout, or a same-host peer died). A failure is kept for the caller.
+    bool poll_in_background();
+
     bool test() override;
     void wait(std::optional<std::chrono::milliseconds> timeout, const std::function<void()>& every_50ms) override;
     bool completed() const override;
@@ -115,6 +121,14 @@ public:
     std::function<void()> finish;  // runs once when the event completes (avg's division, ...)
     mutable std::mutex mutex;
     bool done = false;
+    std::exception_ptr failure;  // raised again by every later test()/wait()
+    const std::chrono::steady_clock::time_point issued = std::chrono::steady_clock::now();
+    std::chrono::steady_clock::time_point next_peer_check = issued + std::chrono::milliseconds(200);
+
+    // Keeps `error` as this op's failure (the first one wins) and throws it.
+    [[noreturn]] void fail(std::exception_ptr error);
+    // The failure for a same-host peer that died, if one did (the communicator is aborted).
+    void check_local_peers();
 
     // ccl::event's destructor waits for the operation; after a timeout it would wait forever.
     ~EngineOperation() override {

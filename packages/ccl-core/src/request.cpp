@@ -31,10 +31,46 @@ const std::string& Request::op_name() const {
 
 namespace detail {
 
+void EngineOperation::fail(std::exception_ptr error) {
+    {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!failure) failure = error;
+        error = failure;
+    }
+    std::rethrow_exception(error);
+}
+
+void EngineOperation::check_local_peers() {
+    const std::string dead = comm->dead_local_peer();
+    if (dead.empty()) return;
+    comm->abort(dead + " died during " + op);
+    fail(std::make_exception_ptr(BackendError(op + " on " + comm->describe() + ": " + dead + " on this host died; "
+                                              "the communicator is aborted; create a new one to continue.")));
+}
+
+bool EngineOperation::poll_in_background() {
+    try {
+        if (test()) return true;
+        const auto now = std::chrono::steady_clock::now();
+        if (now - issued >= comm->options.timeout) {
+            expire(comm->options.timeout);
+            return true;
+        }
+        if (now >= next_peer_check) {
+            next_peer_check = now + std::chrono::milliseconds(200);
+            check_local_peers();
+        }
+        return false;
+    } catch (const std::exception&) {
+        return true;  // kept in `failure` for the op's caller
+    }
+}
+
 bool EngineOperation::test() {
     EngineOperation& s = *this;
-    std::lock_guard<std::mutex> lock(s.mutex);
+    std::unique_lock<std::mutex> lock(s.mutex);
     if (s.done) return true;
+    if (s.failure) std::rethrow_exception(s.failure);
     s.comm->throw_if_aborted(s.op.c_str());
     bool ready = false;
     try {
@@ -47,10 +83,14 @@ bool EngineOperation::test() {
         }
     } catch (const InvalidArgument& e) {  // the ranks disagree: their sequence of operations is out of step now
         s.comm->abort(s.op + " was called differently on different ranks");
-        throw InvalidArgument(std::string(e.what()) + ". The communicator is aborted; create a new one to continue.");
+        lock.unlock();
+        fail(std::make_exception_ptr(
+            InvalidArgument(std::string(e.what()) + ". The communicator is aborted; create a new one to continue.")));
     } catch (const std::exception& e) {
         s.comm->abort(s.op + " failed");
-        throw BackendError(s.op + " on " + s.comm->describe() + " failed" + (s.shm_op ? ": " : " in oneCCL: ") + e.what());
+        lock.unlock();
+        fail(std::make_exception_ptr(BackendError(s.op + " on " + s.comm->describe() + " failed" +
+                                                  (s.shm_op ? ": " : " in oneCCL: ") + e.what())));
     }
     if (!ready) return false;
     if (s.finish) s.finish();
@@ -114,12 +154,7 @@ void EngineOperation::wait(std::optional<std::chrono::milliseconds> timeout, con
         if (now >= next_peer_check) {
             // a same-host peer that died never completes the op: say so now rather than at the timeout
             next_peer_check = now + std::chrono::milliseconds(200);
-            const std::string dead = comm->dead_local_peer();
-            if (!dead.empty()) {
-                comm->abort(dead + " died during " + op);
-                throw BackendError(op + " on " + comm->describe() + ": " + dead + " on this host died; the "
-                                   "communicator is aborted; create a new one to continue.");
-            }
+            check_local_peers();
         }
         if (every_50ms && now >= next_callback) {
             next_callback = now + std::chrono::milliseconds(50);
@@ -137,10 +172,10 @@ void EngineOperation::wait(std::optional<std::chrono::milliseconds> timeout, con
 void EngineOperation::expire(std::chrono::milliseconds waited) {
     const std::string reason = op + " timed out after " + std::to_string(waited.count()) + " ms";
     comm->abort(reason);
-    throw Timeout(op + " on " + comm->describe() + " did not complete within " +
-                  std::to_string(waited.count()) + " ms; waiting for " + peers +
-                  ": a peer died, hangs, or did not call " + op +
-                  ". The communicator is aborted; create a new one to continue.");
+    fail(std::make_exception_ptr(Timeout(op + " on " + comm->describe() + " did not complete within " +
+                                         std::to_string(waited.count()) + " ms; waiting for " + peers +
+                                         ": a peer died, hangs, or did not call " + op +
+                                         ". The communicator is aborted; create a new one to continue.")));
 }
 
 bool EngineOperation::completed() const {

@@ -86,7 +86,8 @@ void avoid_a_small_dev_shm() {
 }  // namespace
 
 void initialize_runtime() {
-    (void)kernel_level();  // a bad CCL_CORE_KERNEL fails here, on every rank, before any communicator exists
+    (void)kernel_level();  // a bad CCL_CORE_KERNEL or CCL_CORE_PROGRESS fails here, on every rank, before any
+    (void)progress_mode();  // communicator exists
     static std::once_flag once;
     std::call_once(once, [] {
         bool we_set_log_level = false;

@@ -36,4 +36,9 @@ std::string kernel_level();
 // The levels this build has and this CPU can run, fastest first.
 std::vector<std::string> supported_kernel_levels();
 
+// How async operations move: "thread" (default: a background thread polls every op still pending a millisecond
+// after it was issued, so it moves while the caller computes) or "caller" (only inside test()/wait()), from
+// CCL_CORE_PROGRESS. Throws InvalidArgument for anything else.
+std::string progress_mode();
+
 }  // namespace ccl_core

@@ -39,6 +39,7 @@ from ._ccl_core import (
     kernel_level,
     oneccl_library_path,
     oneccl_version,
+    progress_mode,
     supported_kernel_levels,
 )
 from ._bootstrap import detect_launch, init_from_env
@@ -82,5 +83,6 @@ __all__ = [
     "kernel_level",
     "oneccl_library_path",
     "oneccl_version",
+    "progress_mode",
     "supported_kernel_levels",
 ]

@@ -45,6 +45,7 @@ def collect() -> dict:
                       "shared_memory_allreduce": os.environ.get("CCL_CORE_SHM", "1") != "0"},
         # the reduction kernels' instruction-set level (CCL_CORE_KERNEL forces one of the supported)
         "kernels": {"level": ccl_core.kernel_level(), "supported": ccl_core.supported_kernel_levels()},
+        "progress": ccl_core.progress_mode(),  # CCL_CORE_PROGRESS: who moves async operations
         "environment": environment,
         "other_variables": others,
     }
@@ -66,6 +67,7 @@ def main(argv=None) -> int:
           f"FI_PROVIDER {t['fi_provider']}")
     k = info["kernels"]
     print(f"kernels       {k['level']} (this CPU: {', '.join(k['supported'])})")
+    print(f"progress      {info['progress']} ({'a background thread moves async operations' if info['progress'] == 'thread' else 'async operations move inside test()/wait() only'})")
     print("environment:")
     for e in info["environment"]:
         print(f"  {e['name']}={e['value']}  [{e['source']}]")

@@ -8,7 +8,8 @@ Each iteration is timed on every rank; a row reports the median / p10 / p90 over
 rank's time. --floor adds two rows per case, measured right before it (this VM has slow phases): "floor", every
 rank streaming through its message once in place (x.mul_(1)), and "fake", the op on torch's fake process group,
 which moves nothing (torch's own dispatch cost); each row gets its ratio to the floor. A wrong result makes the
-run exit with status 1.
+run exit with status 1. --overlap adds a row per case: the op issued with async_op=True, then matrix products
+for twice its blocking time, then wait(); "wait" is what is left, "hidden" the share of the op that overlapped.
 """
 from __future__ import annotations
 
@@ -60,6 +61,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--floor", action="store_true",
                    help="also measure the in-place memory floor and torch's dispatch floor per case, and show ratios")
     p.add_argument("--ddp", action="store_true", help="also time a DDP training step of a small MLP per backend")
+    p.add_argument("--fsdp", action="store_true",
+                   help="also time an FSDP2 (fully_shard) training step per backend, with its default prefetching")
+    p.add_argument("--overlap", action="store_true",
+                   help="also issue each case async, compute for twice its time, then wait: rows '<op> overlap' give "
+                        "the wait left after the computation and the share of the op hidden behind it")
+    p.add_argument("--overlap-ms", type=float, default=0.0,
+                   help="with --overlap: compute for this long instead of twice the op's time")
     p.add_argument("--csv")
     p.add_argument("--json")
     p.add_argument("--plot", help="PNG file: time and bus bandwidth vs size (needs matplotlib)")
@@ -173,12 +181,19 @@ def worker(args) -> int:
                 rows.append({"op": op, "bytes": nbytes, "backend": backend, "ranks": size, **summary,
                              "algbw_GBps": alg, "busbw_GBps": bus,
                              "check": "ok" if not bad.item() else f"FAIL on {int(bad.item())} rank(s)" + (f": {problem}" if problem else "")})
+                if args.overlap:
+                    rows.append(_overlap_row(case, op, nbytes, backend, size, summary["median_us"], iters, barrier,
+                                             slowest, args.overlap_ms * 1000))
     if args.ddp:
         rows += _ddp_rows(backends, groups, barrier, slowest, size)
+    if args.fsdp:
+        rows += _fsdp_rows(backends, groups, barrier, slowest, size)
     comm = None  # destroy the raw communicator now, while torch's store (which its teardown writes to) lives
     _add_ratios(rows, floors)
     if rank == 0:
-        title = f"{size} ranks, {args.dtype}, torch {torch.__version__}"
+        import ccl_core
+
+        title = f"{size} ranks, {args.dtype}, torch {torch.__version__}, progress {ccl_core.progress_mode()}"
         print(f"ccl-bench: {title}")
         print(report.table(rows))
         if failures:
@@ -254,13 +269,79 @@ def _ddp_rows(backends, groups, barrier, slowest, size) -> list[dict]:
     return rows
 
 
+def _fsdp_rows(backends, groups, barrier, slowest, size) -> list[dict]:
+    """An FSDP2 step of 8 sharded 1024x1024 layers (4 MiB of float32 parameters each): FSDP2 prefetches the next
+    layer's all_gather and issues reduce_scatter async, so the step time shows how much communication overlaps."""
+    import torch
+    import torch.nn as nn
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.fsdp import fully_shard
+
+    from . import stats
+
+    rows = []
+    for backend in [b for b in backends if b in ("ccl", "gloo")]:
+        torch.manual_seed(0)
+        mesh = DeviceMesh.from_group(groups[backend], "cpu")
+        model = nn.Sequential(*[nn.Sequential(nn.Linear(1024, 1024), nn.ReLU()) for _ in range(8)])
+        for layer in model:
+            fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        x, y = torch.randn(64, 1024), torch.randn(64, 1024)
+
+        def step():
+            opt.zero_grad()
+            nn.functional.mse_loss(model(x), y).backward()
+            opt.step()
+
+        for _ in range(3):
+            step()
+        samples = []
+        barrier()
+        for _ in range(10):
+            start = time.perf_counter()
+            step()
+            samples.append((time.perf_counter() - start) * 1e6)
+        summary = stats.summarize(slowest(samples))
+        nbytes = sum(p.numel() * p.element_size() for p in model.parameters()) * size  # unsharded
+        rows.append({"op": "fsdp2_step", "bytes": nbytes, "backend": backend, "ranks": size, **summary,
+                     "algbw_GBps": 0.0, "busbw_GBps": 0.0, "check": "ok"})
+    return rows
+
+
+def _overlap_row(case, op, nbytes, backend, size, alone_us, iters, barrier, slowest, compute_us=0.0) -> dict:
+    """The op issued async, then computation (twice its blocking time unless given), then wait(): what is left."""
+    import torch
+
+    from . import stats
+
+    compute_us = compute_us or max(200.0, 2 * alone_us)
+    a = torch.randn(64, 64)
+    waits = []
+    for _ in range(max(3, iters // 2) if compute_us < 100_000 else 3):
+        barrier()
+        handle = case.start()
+        end = time.perf_counter() + compute_us / 1e6
+        while time.perf_counter() < end:  # compute: the caller never calls into the backend meanwhile
+            torch.mm(a, a)
+        start = time.perf_counter()
+        handle.wait()
+        waits.append((time.perf_counter() - start) * 1e6)
+    summary = stats.summarize(slowest(waits))
+    hidden = max(0.0, min(1.0, 1 - summary["median_us"] / alone_us)) if alone_us > 0 else 0.0
+    return {"op": f"{op} overlap", "bytes": nbytes, "backend": backend, "ranks": size, **summary,
+            "algbw_GBps": 0.0, "busbw_GBps": 0.0, "compute_us": compute_us, "hidden_pct": round(100 * hidden, 1),
+            "check": f"{100 * hidden:.0f}% hidden"}
+
+
 def _add_ratios(rows: list[dict], floors: dict[tuple[str, int], float]) -> None:
     gloo = {(r["op"], r["bytes"]): r["median_us"] for r in rows if r["backend"] == "gloo"}
     for r in rows:
         key = (r["op"], r["bytes"])
-        if r["backend"] in ("ccl", "raw") and key in gloo:
+        if r["backend"] in ("ccl", "raw") and key in gloo and not r["op"].endswith("overlap"):
             r["x_gloo"] = gloo[key] / r["median_us"]
-        if r["backend"] != "floor" and key in floors:
+        if r["backend"] != "floor" and key in floors and not r["op"].endswith("overlap"):
             r["x_floor"] = r["median_us"] / floors[key]
 
 

@@ -13,17 +13,17 @@ def human(nbytes: int) -> str:
 
 
 COLUMNS = ["op", "bytes", "backend", "ranks", "median_us", "p10_us", "p90_us", "algbw_GBps", "busbw_GBps",
-           "x_gloo", "x_floor", "check"]
+           "x_gloo", "x_floor", "compute_us", "hidden_pct", "check"]
 
 
 def table(rows: list[dict]) -> str:
-    head = (f"{'op':<15}{'size':>9} {'backend':<7}{'median µs':>11}{'p10':>10}{'p90':>10}"
+    head = (f"{'op':<23}{'size':>9} {'backend':<7}{'median µs':>11}{'p10':>10}{'p90':>10}"
             f"{'algbw GB/s':>11}{'busbw GB/s':>11}{'x gloo':>8}{'x floor':>8}  check")
     lines = [head, "-" * len(head)]
     for r in rows:
         xg = f"{r['x_gloo']:.1f}" if r.get("x_gloo") else "-"
         xf = f"{r['x_floor']:.2f}" if r.get("x_floor") else "-"
-        lines.append(f"{r['op']:<15}{human(r['bytes']):>9} {r['backend']:<7}{r['median_us']:11.1f}{r['p10_us']:10.1f}"
+        lines.append(f"{r['op']:<23}{human(r['bytes']):>9} {r['backend']:<7}{r['median_us']:11.1f}{r['p10_us']:10.1f}"
                      f"{r['p90_us']:10.1f}{r['algbw_GBps']:11.2f}{r['busbw_GBps']:11.2f}{xg:>8}{xf:>8}  {r['check']}")
     return "\n".join(lines)
 
@@ -48,7 +48,8 @@ def plot(rows: list[dict], path: str, title: str) -> None:
         import matplotlib.pyplot as plt
     except ImportError as e:
         raise SystemExit(f"ccl-bench: --plot needs matplotlib ({e}); pip install matplotlib") from None
-    ops = sorted({r["op"] for r in rows if r["op"] != "ddp_step"})  # a DDP step has no message-size axis
+    # a DDP step has no message-size axis; overlap rows are waits after computation, not op times
+    ops = sorted({r["op"] for r in rows if not r["op"].endswith(("_step", "overlap"))})
     fig, axes = plt.subplots(2, len(ops), figsize=(5 * len(ops), 8), squeeze=False)
     for col, op in enumerate(ops):
         for backend in sorted({r["backend"] for r in rows if r["op"] == op}):

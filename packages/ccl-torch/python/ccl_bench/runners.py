@@ -22,6 +22,7 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.f
 class Case:
     run: Callable[[], None]      # one timed call, complete on return
     check: Callable[[], str]     # "" when the result is right, else what is wrong
+    start: Callable[[], object]  # the same call issued async: returns something with wait()
 
 
 def _numpy(t: torch.Tensor):
@@ -46,8 +47,10 @@ def make_case(op: str, backend: str, nbytes: int, dtype, rank: int, size: int, g
         if backend == "raw":
             arr, dt = _numpy(buf)
             run = lambda: comm.allreduce(arr, dtype=dt)  # noqa: E731
+            start = lambda: comm.allreduce(arr, dtype=dt, async_op=True)  # noqa: E731
         else:
             run = lambda: dist.all_reduce(buf, group=group)  # noqa: E731
+            start = lambda: dist.all_reduce(buf, group=group, async_op=True)  # noqa: E731
 
         def check():
             buf.copy_(_values(rank, count, dtype))
@@ -59,8 +62,10 @@ def make_case(op: str, backend: str, nbytes: int, dtype, rank: int, size: int, g
         if backend == "raw":
             arr, dt = _numpy(buf)
             run = lambda: comm.broadcast(arr, root=0, dtype=dt)  # noqa: E731
+            start = lambda: comm.broadcast(arr, root=0, dtype=dt, async_op=True)  # noqa: E731
         else:
             run = lambda: dist.broadcast(buf, src=0, group=group)  # noqa: E731
+            start = lambda: dist.broadcast(buf, src=0, group=group, async_op=True)  # noqa: E731
 
         def check():
             buf.copy_(_values(rank, count, dtype))
@@ -71,8 +76,10 @@ def make_case(op: str, backend: str, nbytes: int, dtype, rank: int, size: int, g
         if backend == "raw":
             (a, dt), (b, _) = _numpy(inp), _numpy(out)
             run = lambda: comm.allgather(a, b, dtype=dt)  # noqa: E731
+            start = lambda: comm.allgather(a, b, dtype=dt, async_op=True)  # noqa: E731
         else:
             run = lambda: dist.all_gather_into_tensor(out, inp, group=group)  # noqa: E731
+            start = lambda: dist.all_gather_into_tensor(out, inp, group=group, async_op=True)  # noqa: E731
 
         def check():
             inp.copy_(_values(rank, chunk, dtype))
@@ -83,8 +90,10 @@ def make_case(op: str, backend: str, nbytes: int, dtype, rank: int, size: int, g
         if backend == "raw":
             (a, dt), (b, _) = _numpy(inp), _numpy(out)
             run = lambda: comm.reduce_scatter(a, b, dtype=dt)  # noqa: E731
+            start = lambda: comm.reduce_scatter(a, b, dtype=dt, async_op=True)  # noqa: E731
         else:
             run = lambda: dist.reduce_scatter_tensor(out, inp, group=group)  # noqa: E731
+            start = lambda: dist.reduce_scatter_tensor(out, inp, group=group, async_op=True)  # noqa: E731
 
         def check():
             inp.copy_(_values(rank, count, dtype))
@@ -96,8 +105,10 @@ def make_case(op: str, backend: str, nbytes: int, dtype, rank: int, size: int, g
         if backend == "raw":
             (a, dt), (b, _) = _numpy(inp), _numpy(out)
             run = lambda: comm.alltoall(a, b, dtype=dt)  # noqa: E731
+            start = lambda: comm.alltoall(a, b, dtype=dt, async_op=True)  # noqa: E731
         else:
             run = lambda: dist.all_to_all_single(out, inp, group=group)  # noqa: E731
+            start = lambda: dist.all_to_all_single(out, inp, group=group, async_op=True)  # noqa: E731
 
         def check():
             inp.copy_(torch.cat([torch.full((chunk,), 10 * rank + j, dtype=torch.float64) for j in range(size)]).to(dtype))
@@ -106,7 +117,7 @@ def make_case(op: str, backend: str, nbytes: int, dtype, rank: int, size: int, g
             return _compare(out, want, fault)
     else:
         raise ValueError(f"unknown op {op!r}; choose from {', '.join(OPS)}")
-    return Case(run, check)
+    return Case(run, check, start)
 
 
 def _compare(got: torch.Tensor, want: torch.Tensor, fault: bool) -> str:

@@ -1,0 +1,109 @@
+#include "progress_thread.hpp"
+
+#include "communicator_impl.hpp"
+
+#include <ccl_core/errors.hpp>
+#include <ccl_core/runtime.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+namespace ccl_core {
+
+std::string progress_mode() {
+    const char* v = std::getenv("CCL_CORE_PROGRESS");
+    const std::string mode = v && *v ? v : "thread";
+    if (mode != "thread" && mode != "caller") {
+        throw InvalidArgument("CCL_CORE_PROGRESS=" + mode + " is not a progress mode; use thread (a background "
+                              "thread moves async operations, the default) or caller (they move only inside "
+                              "test()/wait())");
+    }
+    return mode;
+}
+
+namespace detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A blocking call finishes small operations in microseconds and polls large ones itself: the thread leaves an
+// op to its caller this long, so that it never competes for the op's first, latency-bound polls.
+constexpr auto kGrace = std::chrono::microseconds(1000);
+// Naps between rounds of polls: short while operations complete, longer while they do not (each poll of oneCCL
+// costs 50-100 µs here), and much longer once every pending op is old (a late peer: waiting must cost no CPU).
+constexpr auto kMinNap = std::chrono::microseconds(20);
+constexpr auto kMaxNap = std::chrono::microseconds(1000);
+constexpr auto kLateNap = std::chrono::microseconds(20000);
+constexpr auto kVeryLateNap = std::chrono::microseconds(50000);
+
+}  // namespace
+
+ProgressThread* ProgressThread::instance() {
+    if (progress_mode() != "thread") return nullptr;
+    // A static object, constructed at the first watch (after oneCCL's initialisation): it is destroyed, and its
+    // thread joined, before oneCCL's own statics at exit.
+    static ProgressThread thread;
+    return &thread;
+}
+
+ProgressThread::ProgressThread() : thread_([this] { run(); }) {}
+
+ProgressThread::~ProgressThread() {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+}
+
+void ProgressThread::watch(const std::shared_ptr<EngineOperation>& op) {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        watched_.push_back({op, op.get(), Clock::now() + kGrace});
+    }
+    wake_.notify_one();
+}
+
+void ProgressThread::run() {
+    auto nap = kMinNap;
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (true) {
+        wake_.wait(lock, [&] { return stop_ || !watched_.empty(); });
+        if (stop_) return;
+        auto now = Clock::now();
+        auto due = std::min_element(watched_.begin(), watched_.end(),
+                                    [](const Watched& a, const Watched& b) { return a.from < b.from; })->from;
+        if (due > now) {  // everything is still its caller's
+            wake_.wait_until(lock, due);
+            continue;
+        }
+        const std::vector<Watched> round = watched_;
+        lock.unlock();
+        std::vector<const EngineOperation*> finished;
+        for (const Watched& w : round) {
+            if (w.from > now) continue;
+            auto op = w.op.lock();
+            if (!op || op->poll_in_background()) finished.push_back(w.key);
+        }
+        lock.lock();
+        watched_.erase(std::remove_if(watched_.begin(), watched_.end(), [&](const Watched& w) {
+            return std::find(finished.begin(), finished.end(), w.key) != finished.end();
+        }), watched_.end());
+        if (watched_.empty()) {
+            nap = kMinNap;
+            continue;
+        }
+        const auto newest = std::max_element(watched_.begin(), watched_.end(),
+                                             [](const Watched& a, const Watched& b) { return a.from < b.from; })->from;
+        const auto age = Clock::now() - newest;
+        const auto cap = age >= std::chrono::seconds(2) ? kVeryLateNap
+                         : age >= std::chrono::milliseconds(200) ? kLateNap : kMaxNap;
+        nap = finished.empty() ? std::min<std::chrono::microseconds>(nap * 2, cap) : kMinNap;
+        wake_.wait_for(lock, nap);  // a new op or the end of the process wakes it early
+    }
+}
+
+}  // namespace detail
+}  // namespace ccl_core

@@ -1,0 +1,49 @@
+// Background progress: async operations move while their caller computes.
+//
+// oneCCL runs without its worker thread (CCL_WORKER_OFFLOAD=0, for latency) and the shared-memory queue advances
+// only when polled, so without help an op issued with async_op=True would move only once its caller waits. One
+// thread per process picks up every op that is still pending a moment after it was issued (a blocking call has
+// finished its op by then) and polls it to completion, in naps that leave the cores to the caller's computation.
+// It sleeps on a condition variable while nothing is pending. It also enforces the communicator's timeout and
+// notices a dead same-host peer, so that a pending op fails in time even if nobody waits on it; the failure is
+// kept and raised by the op's next test() or wait().
+//
+// CCL_CORE_PROGRESS=caller switches it off (ops then move only inside test()/wait(), as before).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace ccl_core::detail {
+
+class EngineOperation;
+
+class ProgressThread {
+public:
+    // The process's progress thread (started on first use), or nullptr when CCL_CORE_PROGRESS=caller.
+    static ProgressThread* instance();
+    // Drives `op` from a moment after now until it completes, fails, or its Request is dropped.
+    void watch(const std::shared_ptr<EngineOperation>& op);
+    ~ProgressThread();
+
+private:
+    ProgressThread();
+    void run();
+
+    struct Watched {
+        std::weak_ptr<EngineOperation> op;
+        const EngineOperation* key;  // identifies the entry after the op is gone
+        std::chrono::steady_clock::time_point from;  // issue time + grace: left to its caller until then
+    };
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    std::vector<Watched> watched_;
+    bool stop_ = false;
+    std::thread thread_;
+};
+
+}  // namespace ccl_core::detail
