@@ -82,3 +82,29 @@ def idle_cost(comm, seconds):
     before = cpu()
     time.sleep(seconds)
     return cpu() - before
+
+
+def forked_child_exits(comm):
+    """A child forked after async ops (as a DataLoader worker is) must exit normally: the progress thread is not
+    its own. Returns the child's exit status and how long it took."""
+    import os
+
+    for _ in range(2):
+        comm.allreduce(np.ones(1 << 20, np.float32), async_op=True).wait()
+    pending = comm.allreduce(np.ones(1 << 20, np.float32), async_op=True)
+    start = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:
+        import ctypes
+
+        ctypes.CDLL(None).exit(3)  # the C library's exit: C++ static destructors run, as at any process end
+    deadline = time.perf_counter() + 20
+    while time.perf_counter() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            pending.wait()
+            return os.waitstatus_to_exitcode(status), time.perf_counter() - start
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    pending.wait()
+    return "hung", time.perf_counter() - start

@@ -50,3 +50,8 @@ def test_nothing_pending_costs_no_cpu():
     spent = run_ranks(w.idle_cost, 2, 5.0)
     print(f"CPU seconds over 5 s with nothing pending: {spent}")
     assert all(s < 0.05 for s in spent), spent  # 1% of a core over 5 s
+
+
+def test_a_forked_child_exits_normally():
+    for status, took in run_ranks(w.forked_child_exits, 2):
+        assert status == 3, (status, took)

@@ -65,6 +65,10 @@ public:
     bool oversubscribed = false;  // more ranks on this host than cores we may run on: waiting must sleep
     std::vector<std::pair<int, pid_t>> local_peer_pids;  // (rank, process) of same-host peers (shm_cleanup.hpp)
 
+    // Threads inside a wait() on one of this communicator's ops: that wait drives the communicator's progress,
+    // so the progress thread stays out of its way (two pollers on the same ops only compete for the cores).
+    std::atomic<int> waiters{0};
+
     std::atomic<bool> is_aborted{false};
     std::mutex abort_mutex;
     std::string abort_reason;

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <string>
 
+#include <unistd.h>
+
 namespace ccl_core {
 
 std::string progress_mode() {
@@ -41,13 +43,21 @@ constexpr auto kVeryLateNap = std::chrono::microseconds(50000);
 
 ProgressThread* ProgressThread::instance() {
     if (progress_mode() != "thread") return nullptr;
-    // A static object, constructed at the first watch (after oneCCL's initialisation): it is destroyed, and its
-    // thread joined, before oneCCL's own statics at exit.
-    static ProgressThread thread;
-    return &thread;
+    // Made at the first watch (after oneCCL's initialisation), so that the static holder is destroyed, and the
+    // thread joined, before oneCCL's own statics at exit. A forked child (a DataLoader worker) must not touch it at
+    // all: its thread does not exist there, and destroying the copied condition variable would wait for that
+    // thread for ever. The child leaves it allocated.
+    struct Holder {
+        ProgressThread* thread = new ProgressThread;
+        ~Holder() {
+            if (::getpid() == thread->owner_) delete thread;
+        }
+    };
+    static Holder holder;
+    return holder.thread;
 }
 
-ProgressThread::ProgressThread() : thread_([this] { run(); }) {}
+ProgressThread::ProgressThread() : owner_(::getpid()), thread_([this] { run(); }) {}
 
 ProgressThread::~ProgressThread() {
     {
@@ -59,11 +69,16 @@ ProgressThread::~ProgressThread() {
 }
 
 void ProgressThread::watch(const std::shared_ptr<EngineOperation>& op) {
+    if (::getpid() != owner_) return;  // a forked child: its caller drives the op
+    bool was_idle;
     {
         std::lock_guard<std::mutex> lock(mutex_);
+        was_idle = watched_.empty();
         watched_.push_back({op, op.get(), Clock::now() + kGrace});
     }
-    wake_.notify_one();
+    // Only an idle thread needs waking: a busy one is due at an older op's pick-up time, which comes first. So a
+    // loop of blocking calls costs at most one wake per grace period, not one per call.
+    if (was_idle) wake_.notify_one();
 }
 
 void ProgressThread::run() {

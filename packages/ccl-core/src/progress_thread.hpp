@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include <sys/types.h>
+
 namespace ccl_core::detail {
 
 class EngineOperation;
@@ -43,6 +45,9 @@ private:
     std::condition_variable wake_;
     std::vector<Watched> watched_;
     bool stop_ = false;
+    // A child forked from this process (a DataLoader worker) has no such thread, and the mutex may have been held
+    // at the fork: there the object is left alone (see instance()), and ops move only in their caller.
+    const pid_t owner_;
     std::thread thread_;
 };
 

@@ -50,6 +50,7 @@ void EngineOperation::check_local_peers() {
 
 bool EngineOperation::poll_in_background() {
     try {
+        if (comm->waiters.load(std::memory_order_relaxed) > 0) return completed();  // its caller drives it
         if (test()) return true;
         const auto now = std::chrono::steady_clock::now();
         if (now - issued >= comm->options.timeout) {
@@ -99,6 +100,11 @@ bool EngineOperation::test() {
 }
 
 void EngineOperation::wait(std::optional<std::chrono::milliseconds> timeout, const std::function<void()>& every_50ms) {
+    struct Waiting {  // announces this wait to the progress thread (see Impl::waiters)
+        std::atomic<int>& count;
+        explicit Waiting(std::atomic<int>& c) : count(c) { ++count; }
+        ~Waiting() { --count; }
+    } waiting(comm->waiters);
     const auto limit = timeout.value_or(comm->options.timeout);
     const auto start = std::chrono::steady_clock::now();
     const auto deadline = start + limit;
