@@ -164,7 +164,10 @@ PyRequest::~PyRequest() {
 py::object finish(PyRequest&& r, bool async_op) {
     release_finished_orphans();
     auto req = std::make_shared<PyRequest>(std::move(r));
-    if (async_op) return py::cast(req);
+    if (async_op) {
+        req->request.move_in_background();  // moves while Python computes
+        return py::cast(req);
+    }
     req->wait(std::nullopt);
     return py::none();
 }

@@ -2,7 +2,6 @@
 
 #include "communicator_impl.hpp"
 #include "elementwise.hpp"
-#include "progress_thread.hpp"
 #include <ccl_core/oneccl/store_kvs.hpp>
 
 #include <algorithm>
@@ -227,7 +226,6 @@ Request issue(const std::shared_ptr<Communicator::Impl>& c, const char* op, std:
     } catch (const std::exception& e) {
         throw BackendError(std::string(op) + " on " + c->describe() + ": oneCCL refused the operation: " + e.what());
     }
-    if (auto* progress = detail::ProgressThread::instance()) progress->watch(state);
     return Request(std::move(state));
 }
 
@@ -239,7 +237,6 @@ Request issue_shm(const std::shared_ptr<Communicator::Impl>& c, const char* op, 
     auto state = std::make_shared<detail::EngineOperation>(c, op, all_ranks(c->size));
     state->finish = std::move(finish);
     state->shm_op = c->shm->start(kind, send, recv, count, dtype, rop, root);
-    if (auto* progress = detail::ProgressThread::instance()) progress->watch(state);
     return Request(std::move(state));
 }
 

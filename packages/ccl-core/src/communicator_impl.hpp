@@ -102,7 +102,7 @@ public:
 namespace detail {
 
 // A request of this communicator: a oneCCL event or a shared-memory allreduce (request.cpp).
-class EngineOperation final : public PendingOperation {
+class EngineOperation final : public PendingOperation, public std::enable_shared_from_this<EngineOperation> {
 public:
     EngineOperation(std::shared_ptr<Communicator::Impl> comm, std::string op, std::string peers)
         : comm(std::move(comm)), op(std::move(op)), peers(std::move(peers)) {}
@@ -115,6 +115,7 @@ public:
     void wait(std::optional<std::chrono::milliseconds> timeout, const std::function<void()>& every_50ms) override;
     bool completed() const override;
     void expire(std::chrono::milliseconds waited) override;
+    void move_in_background() override;
     const std::string& op_name() const override { return op; }
 
     std::shared_ptr<Communicator::Impl> comm;

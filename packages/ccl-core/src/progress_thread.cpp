@@ -29,11 +29,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A blocking call finishes small operations in microseconds and polls large ones itself: the thread leaves an
-// op to its caller this long, so that it never competes for the op's first, latency-bound polls.
-constexpr auto kGrace = std::chrono::microseconds(1000);
 // Naps between rounds of polls: short while operations complete, longer while they do not (each poll of oneCCL
 // costs 50-100 µs here), and much longer once every pending op is old (a late peer: waiting must cost no CPU).
+// Shared-memory ops instead sleep on their segment's futex, which a peer's progress wakes at once.
 constexpr auto kMinNap = std::chrono::microseconds(20);
 constexpr auto kMaxNap = std::chrono::microseconds(1000);
 constexpr auto kLateNap = std::chrono::microseconds(20000);
@@ -74,7 +72,7 @@ void ProgressThread::watch(const std::shared_ptr<EngineOperation>& op) {
     {
         std::lock_guard<std::mutex> lock(mutex_);
         was_idle = watched_.empty();
-        watched_.push_back({op, op.get(), Clock::now() + kGrace});
+        watched_.push_back({op, op.get(), Clock::now()});
     }
     // Only an idle thread needs waking: a busy one is due at an older op's pick-up time, which comes first. So a
     // loop of blocking calls costs at most one wake per grace period, not one per call.
@@ -87,20 +85,17 @@ void ProgressThread::run() {
     while (true) {
         wake_.wait(lock, [&] { return stop_ || !watched_.empty(); });
         if (stop_) return;
-        auto now = Clock::now();
-        auto due = std::min_element(watched_.begin(), watched_.end(),
-                                    [](const Watched& a, const Watched& b) { return a.from < b.from; })->from;
-        if (due > now) {  // everything is still its caller's
-            wake_.wait_until(lock, due);
-            continue;
-        }
         const std::vector<Watched> round = watched_;
         lock.unlock();
         std::vector<const EngineOperation*> finished;
+        std::shared_ptr<Communicator::Impl> shm_owner;  // a communicator with a pending shared-memory op
         for (const Watched& w : round) {
-            if (w.from > now) continue;
             auto op = w.op.lock();
-            if (!op || op->poll_in_background()) finished.push_back(w.key);
+            if (!op || op->poll_in_background()) {
+                finished.push_back(w.key);
+            } else if (op->shm_op && !shm_owner) {
+                shm_owner = op->comm;
+            }
         }
         lock.lock();
         watched_.erase(std::remove_if(watched_.begin(), watched_.end(), [&](const Watched& w) {
@@ -111,10 +106,18 @@ void ProgressThread::run() {
             continue;
         }
         const auto newest = std::max_element(watched_.begin(), watched_.end(),
-                                             [](const Watched& a, const Watched& b) { return a.from < b.from; })->from;
+                                             [](const Watched& a, const Watched& b) { return a.since < b.since; })->since;
         const auto age = Clock::now() - newest;
         const auto cap = age >= std::chrono::seconds(2) ? kVeryLateNap
                          : age >= std::chrono::milliseconds(200) ? kLateNap : kMaxNap;
+        if (shm_owner && shm_owner->shm && shm_owner->waiters.load() == 0) {
+            // until a peer publishes progress (or the cap): each step of a segment then follows at once
+            lock.unlock();
+            shm_owner->shm->sleep_unless([] { return false; }, cap);
+            shm_owner.reset();
+            lock.lock();
+            continue;
+        }
         nap = finished.empty() ? std::min<std::chrono::microseconds>(nap * 2, cap) : kMinNap;
         wake_.wait_for(lock, nap);  // a new op or the end of the process wakes it early
     }

@@ -2,8 +2,10 @@
 //
 // oneCCL runs without its worker thread (CCL_WORKER_OFFLOAD=0, for latency) and the shared-memory queue advances
 // only when polled, so without help an op issued with async_op=True would move only once its caller waits. One
-// thread per process picks up every op that is still pending a moment after it was issued (a blocking call has
-// finished its op by then) and polls it to completion, in naps that leave the cores to the caller's computation.
+// thread per process takes every op whose caller will not wait right away (async_op=True: see
+// Request::move_in_background) and polls it to completion, in naps that leave the cores to the caller's
+// computation, or asleep on the shared segment's futex until a peer moves. It keeps out of a communicator while a
+// caller waits on it: that wait drives it.
 // It sleeps on a condition variable while nothing is pending. It also enforces the communicator's timeout and
 // notices a dead same-host peer, so that a pending op fails in time even if nobody waits on it; the failure is
 // kept and raised by the op's next test() or wait().
@@ -28,7 +30,7 @@ class ProgressThread {
 public:
     // The process's progress thread (started on first use), or nullptr when CCL_CORE_PROGRESS=caller.
     static ProgressThread* instance();
-    // Drives `op` from a moment after now until it completes, fails, or its Request is dropped.
+    // Drives `op` until it completes, fails, or its Request is dropped.
     void watch(const std::shared_ptr<EngineOperation>& op);
     ~ProgressThread();
 
@@ -39,7 +41,7 @@ private:
     struct Watched {
         std::weak_ptr<EngineOperation> op;
         const EngineOperation* key;  // identifies the entry after the op is gone
-        std::chrono::steady_clock::time_point from;  // issue time + grace: left to its caller until then
+        std::chrono::steady_clock::time_point since;  // when it was handed over
     };
     std::mutex mutex_;
     std::condition_variable wake_;

@@ -1,4 +1,5 @@
 #include "communicator_impl.hpp"
+#include "progress_thread.hpp"
 
 #include <sched.h>
 
@@ -24,6 +25,11 @@ void Request::expire(std::chrono::milliseconds waited) {
     op_->expire(waited);
 }
 
+void Request::move_in_background() {
+    if (!op_) throw InvalidArgument("move_in_background() on an empty Request");
+    op_->move_in_background();
+}
+
 const std::string& Request::op_name() const {
     static const std::string empty;
     return op_ ? op_->op_name() : empty;
@@ -46,6 +52,11 @@ void EngineOperation::check_local_peers() {
     comm->abort(dead + " died during " + op);
     fail(std::make_exception_ptr(BackendError(op + " on " + comm->describe() + ": " + dead + " on this host died; "
                                               "the communicator is aborted; create a new one to continue.")));
+}
+
+void EngineOperation::move_in_background() {
+    if (completed()) return;
+    if (auto* progress = ProgressThread::instance()) progress->watch(shared_from_this());
 }
 
 bool EngineOperation::poll_in_background() {

@@ -159,10 +159,12 @@ c10::intrusive_ptr<CCLWork> ProcessGroupCCL::make_work(c10d::OpType type, const 
 
 template <class Check, class Issue>
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::launch(c10d::OpType type, const char* op,
-                                                       std::chrono::milliseconds timeout, Check&& check, Issue&& issue) {
+                                                       std::chrono::milliseconds timeout, bool async_op, Check&& check,
+                                                       Issue&& issue) {
     OpTensors tensors = check();
     auto work = make_work(type, op, tensors.inputs, std::move(tensors.outputs), timeout);
     issue(*work);
+    if (async_op) work->move_in_background();
     return work;
 }
 
@@ -200,8 +202,8 @@ void ProcessGroupCCL::reduce_into(CCLWork& work, const char* op, at::Tensor& ten
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allreduce_all(const char* op, c10d::OpType type,
                                                               std::vector<at::Tensor>& tensors, const c10d::ReduceOp& rop,
-                                                              std::chrono::milliseconds timeout) {
-    return launch(type, op, timeout, [&] {
+                                                              std::chrono::milliseconds timeout, bool async_op) {
+    return launch(type, op, timeout, async_op, [&] {
         CCL_CHECK_ARGUMENT(!tensors.empty(), op, ": no tensors given");
         for (const auto& t : tensors) check_reducible(t, rop, op);
         return OpTensors{tensors, tensors};
@@ -212,19 +214,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allreduce_all(const char* op, c1
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allreduce(std::vector<at::Tensor>& tensors,
                                                           const c10d::AllreduceOptions& opts) {
-    return allreduce_all("allreduce", c10d::OpType::ALLREDUCE, tensors, opts.reduceOp, opts.timeout);
+    return allreduce_all("allreduce", c10d::OpType::ALLREDUCE, tensors, opts.reduceOp, opts.timeout, opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                                     const c10d::AllreduceCoalescedOptions& opts) {
-    return allreduce_all("allreduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, tensors, opts.reduceOp, opts.timeout);
+    return allreduce_all("allreduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, tensors, opts.reduceOp, opts.timeout,
+                         opts.asyncOp);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::reduce(std::vector<at::Tensor>& tensors,
                                                        const c10d::ReduceOptions& opts) {
     const char* op = "reduce";
     at::Tensor t;
-    return launch(c10d::OpType::REDUCE, op, opts.timeout, [&] {
+    return launch(c10d::OpType::REDUCE, op, opts.timeout, opts.asyncOp, [&] {
         t = single(tensors, op);
         check_root(opts.rootRank, getSize(), op);
         check_reducible(t, opts.reduceOp, op);
@@ -236,7 +239,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::broadcast(std::vector<at::Tensor
                                                           const c10d::BroadcastOptions& opts) {
     const char* op = "broadcast";
     at::Tensor t;
-    return launch(c10d::OpType::BROADCAST, op, opts.timeout, [&] {
+    return launch(c10d::OpType::BROADCAST, op, opts.timeout, opts.asyncOp, [&] {
         t = single(tensors, op);
         check_dense(t, op, "tensor");
         (void)core_dtype(t.scalar_type(), op);
@@ -263,7 +266,7 @@ void ProcessGroupCCL::allgather_flat(CCLWork& work, const char* op, at::Tensor& 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                                 const c10d::AllgatherOptions& opts) {
     const char* op = "allgather_into_tensor";
-    return launch(c10d::OpType::_ALLGATHER_BASE, op, opts.timeout, [&] {
+    return launch(c10d::OpType::_ALLGATHER_BASE, op, opts.timeout, opts.asyncOp, [&] {
         check_allgather_pair(output, input, getSize(), op);
         return OpTensors{{input}, {output}};
     }, [&](CCLWork& work) { allgather_flat(work, op, output, input); });
@@ -273,7 +276,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allgather_into_tensor_coalesced(
                                                                                 std::vector<at::Tensor>& inputs,
                                                                                 const c10d::AllgatherOptions& opts) {
     const char* op = "allgather_into_tensor_coalesced";
-    return launch(c10d::OpType::COALESCED, op, opts.timeout, [&] {
+    return launch(c10d::OpType::COALESCED, op, opts.timeout, opts.asyncOp, [&] {
         CCL_CHECK_ARGUMENT(outputs.size() == inputs.size(), op, ": ", outputs.size(), " outputs for ", inputs.size(),
                            " inputs");
         for (std::size_t i = 0; i < inputs.size(); ++i) check_allgather_pair(outputs[i], inputs[i], getSize(), op);
@@ -288,7 +291,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allgather(std::vector<std::vecto
                                                           const c10d::AllgatherOptions& opts) {
     const char* op = "allgather";
     at::Tensor input;
-    return launch(c10d::OpType::ALLGATHER, op, opts.timeout, [&] {
+    return launch(c10d::OpType::ALLGATHER, op, opts.timeout, opts.asyncOp, [&] {
         input = single(inputs, op);
         check_dense(input, op, "input");
         (void)core_dtype(input.scalar_type(), op);
@@ -312,7 +315,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allgather_coalesced(std::vector<
                                                                     std::vector<at::Tensor>& inputs,
                                                                     const c10d::AllgatherOptions& opts) {
     const char* op = "allgather_coalesced";
-    return launch(c10d::OpType::ALLGATHER_COALESCED, op, opts.timeout, [&] {
+    return launch(c10d::OpType::ALLGATHER_COALESCED, op, opts.timeout, opts.asyncOp, [&] {
         CCL_CHECK_ARGUMENT(outputs.size() == static_cast<std::size_t>(getSize()), op,
                            ": expects one output list per rank");
         for (int r = 0; r < getSize(); ++r) {
@@ -348,7 +351,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::gather(std::vector<std::vector<a
     const int root = static_cast<int>(opts.rootRank);
     at::Tensor input;
     std::vector<at::Tensor> outs;
-    return launch(c10d::OpType::GATHER, op, opts.timeout, [&] {
+    return launch(c10d::OpType::GATHER, op, opts.timeout, opts.asyncOp, [&] {
         input = single(inputs, op);
         check_dense(input, op, "input");
         (void)core_dtype(input.scalar_type(), op);
@@ -386,7 +389,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::scatter(std::vector<at::Tensor>&
     const char* op = "scatter";
     const int root = static_cast<int>(opts.rootRank);
     at::Tensor output, flat;  // flat: the root's inputs, concatenated
-    return launch(c10d::OpType::SCATTER, op, opts.timeout, [&] {
+    return launch(c10d::OpType::SCATTER, op, opts.timeout, opts.asyncOp, [&] {
         output = single(outputs, op);
         check_dense(output, op, "output");
         (void)core_dtype(output.scalar_type(), op);
@@ -449,7 +452,7 @@ void ProcessGroupCCL::reduce_scatter_flat(CCLWork& work, const char* op, at::Ten
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                      const c10d::ReduceScatterOptions& opts) {
     const char* op = "reduce_scatter_tensor";
-    return launch(c10d::OpType::_REDUCE_SCATTER_BASE, op, opts.timeout, [&] {
+    return launch(c10d::OpType::_REDUCE_SCATTER_BASE, op, opts.timeout, opts.asyncOp, [&] {
         check_reduce_scatter_pair(output, input, opts.reduceOp, getSize(), op);
         return OpTensors{{input}, {output}};
     }, [&](CCLWork& work) { reduce_scatter_flat(work, op, output, input, opts.reduceOp); });
@@ -459,7 +462,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::reduce_scatter_tensor_coalesced(
                                                                                 std::vector<at::Tensor>& inputs,
                                                                                 const c10d::ReduceScatterOptions& opts) {
     const char* op = "reduce_scatter_tensor_coalesced";
-    return launch(c10d::OpType::COALESCED, op, opts.timeout, [&] {
+    return launch(c10d::OpType::COALESCED, op, opts.timeout, opts.asyncOp, [&] {
         CCL_CHECK_ARGUMENT(outputs.size() == inputs.size(), op, ": ", outputs.size(), " outputs for ", inputs.size(),
                            " inputs");
         for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -478,7 +481,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::reduce_scatter(std::vector<at::T
     at::Tensor output, flat;  // flat: the input list, concatenated
     bool even = true;
     int64_t offset = 0;  // where this rank's part starts in flat
-    return launch(c10d::OpType::REDUCE_SCATTER, op, opts.timeout, [&] {
+    return launch(c10d::OpType::REDUCE_SCATTER, op, opts.timeout, opts.asyncOp, [&] {
         output = single(outputs, op);
         check_dense(output, op, "output");
         CCL_CHECK_ARGUMENT(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(), op,
@@ -518,7 +521,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::alltoall_base(at::Tensor& output
                                                               const c10d::AllToAllOptions& opts) {
     const char* op = "alltoall_base";
     std::vector<std::size_t> send_counts, recv_counts;
-    return launch(c10d::OpType::ALLTOALL_BASE, op, opts.timeout, [&] {
+    return launch(c10d::OpType::ALLTOALL_BASE, op, opts.timeout, opts.asyncOp, [&] {
         check_dense(input, op, "input");
         check_dense(output, op, "output");
         check_same_dtype(input, output, op);
@@ -560,7 +563,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::alltoall(std::vector<at::Tensor>
                                                          const c10d::AllToAllOptions& opts) {
     const char* op = "alltoall";
     std::vector<std::size_t> send_counts, recv_counts;
-    return launch(c10d::OpType::ALLTOALL, op, opts.timeout, [&] {
+    return launch(c10d::OpType::ALLTOALL, op, opts.timeout, opts.asyncOp, [&] {
         CCL_CHECK_ARGUMENT(static_cast<int>(inputs.size()) == getSize() && static_cast<int>(outputs.size()) == getSize(),
                            op, ": expects one input and one output tensor per rank (", getSize(), "), got ",
                            inputs.size(), " and ", outputs.size());
@@ -602,7 +605,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::alltoall(std::vector<at::Tensor>
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::send(std::vector<at::Tensor>& tensors, int dst_rank, int /*tag*/) {
     const char* op = "send";
     at::Tensor t;
-    return launch(c10d::OpType::SEND, op, c10d::kUnsetTimeout, [&] {
+    return launch(c10d::OpType::SEND, op, c10d::kUnsetTimeout, true, [&] {
         t = single(tensors, op);
         check_dense(t, op, "tensor");
         (void)core_dtype(t.scalar_type(), op);
@@ -619,7 +622,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::send(std::vector<at::Tensor>& te
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::recv(std::vector<at::Tensor>& tensors, int src_rank, int /*tag*/) {
     const char* op = "recv";
     at::Tensor t;
-    return launch(c10d::OpType::RECV, op, c10d::kUnsetTimeout, [&] {
+    return launch(c10d::OpType::RECV, op, c10d::kUnsetTimeout, true, [&] {
         t = single(tensors, op);
         check_dense(t, op, "tensor");
         (void)core_dtype(t.scalar_type(), op);
@@ -638,7 +641,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::recv(std::vector<at::Tensor>& te
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::recvAnysource(std::vector<at::Tensor>& tensors, int /*tag*/) {
     const char* op = "recv";
     at::Tensor t;
-    return launch(c10d::OpType::RECVANYSOURCE, op, c10d::kUnsetTimeout, [&] {
+    return launch(c10d::OpType::RECVANYSOURCE, op, c10d::kUnsetTimeout, true, [&] {
         t = single(tensors, op);
         check_dense(t, op, "tensor");
         CCL_CHECK_ARGUMENT(getSize() > 1, "recv without src: a group of one rank has no peer to receive from");
@@ -656,7 +659,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::recvAnysource(std::vector<at::Te
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::barrier(const c10d::BarrierOptions& opts) {
-    return launch(c10d::OpType::BARRIER, "barrier", opts.timeout, [] { return OpTensors{}; },
+    return launch(c10d::OpType::BARRIER, "barrier", opts.timeout, opts.asyncOp, [] { return OpTensors{}; },
                   [](CCLWork& work) { work.add(translate_errors([&] { return work.engine().barrier(); })); });
 }
 
@@ -673,7 +676,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::endCoalescing() {
     coalescing_ = false;
     std::vector<at::Tensor> outputs;
     for (auto& w : coalesced_) for (auto& t : w->result()) outputs.push_back(t);
-    return launch(c10d::OpType::COALESCED, "coalesced", c10d::kUnsetTimeout, [&] { return OpTensors{{}, outputs}; },
+    return launch(c10d::OpType::COALESCED, "coalesced", c10d::kUnsetTimeout, true, [&] { return OpTensors{{}, outputs}; },
                   [&](CCLWork& work) {
         for (auto& part : coalesced_) work.absorb(*part);  // one Work over every part's requests and finish steps
         coalesced_.clear();

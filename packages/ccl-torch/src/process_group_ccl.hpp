@@ -81,14 +81,17 @@ private:
     struct OpTensors {
         std::vector<at::Tensor> inputs, outputs;
     };
+    // `async_op` (the options' asyncOp: false for a blocking call, which waits at once) hands the work's
+    // operations to ccl-core's progress thread, so that they move while the caller computes.
     template <class Check, class Issue>
     c10::intrusive_ptr<c10d::Work> launch(c10d::OpType type, const char* op, std::chrono::milliseconds timeout,
-                                          Check&& check, Issue&& issue);
+                                          bool async_op, Check&& check, Issue&& issue);
     c10::intrusive_ptr<CCLWork> make_work(c10d::OpType type, const char* op, const std::vector<at::Tensor>& inputs,
                                           std::vector<at::Tensor> outputs, std::chrono::milliseconds op_timeout);
     std::chrono::milliseconds effective_timeout(std::chrono::milliseconds op_timeout) const;
     c10::intrusive_ptr<c10d::Work> allreduce_all(const char* op, c10d::OpType type, std::vector<at::Tensor>& tensors,
-                                                 const c10d::ReduceOp& rop, std::chrono::milliseconds timeout);
+                                                 const c10d::ReduceOp& rop, std::chrono::milliseconds timeout,
+                                                 bool async_op);
     // Issue steps for tensors that launch()'s check already accepted.
     void reduce_into(CCLWork& work, const char* op, at::Tensor& tensor, const c10d::ReduceOp& rop, int root);
     void allgather_flat(CCLWork& work, const char* op, at::Tensor& output, const at::Tensor& input);

@@ -29,6 +29,10 @@ public:
 
     // Adds a request this work waits for (issued in order; all complete before the finish steps run).
     void add(ccl_core::Request request) { requests_.push_back(std::move(request)); }
+    // Hands every operation issued so far to ccl-core's progress thread (the caller will not wait right away).
+    void move_in_background() {
+        for (auto& r : requests_) r.move_in_background();
+    }
     // A request that can only be issued later (recv from any source: once some peer has sent). `issue` is
     // retried by every poll and wait until it returns a request; it sets the source rank when it does.
     using DeferredIssue = std::function<std::optional<ccl_core::Request>(CCLWork&)>;

@@ -25,6 +25,9 @@ public:
         (void)waited;
         wait(std::chrono::milliseconds(1), {});
     }
+    // Hands the operation to the process's progress thread (see Request::move_in_background). Default: nothing,
+    // for engines that move on their own.
+    virtual void move_in_background() {}
 };
 
 class Request {
@@ -46,6 +49,10 @@ public:
     // For a Request polled with test() until a deadline of the caller's: returns if it completed after all, else
     // aborts the communicator and throws Timeout naming `waited` (see PendingOperation::expire).
     void expire(std::chrono::milliseconds waited);
+    // For a caller that will not wait right away (async_op=True): the process's progress thread drives the
+    // operation meanwhile, so it moves while the caller computes (unless CCL_CORE_PROGRESS=caller). A blocking
+    // caller skips it: its own wait drives the operation, and a thread woken for it would only cost a core.
+    void move_in_background();
 
 private:
     std::shared_ptr<PendingOperation> op_;
