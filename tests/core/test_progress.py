@@ -55,3 +55,15 @@ def test_nothing_pending_costs_no_cpu():
 def test_a_forked_child_exits_normally():
     for status, took in run_ranks(w.forked_child_exits, 2):
         assert status == 3, (status, took)
+
+
+def test_info_names_the_progress_mode():
+    import subprocess
+    import sys
+
+    from ranks import clean_env
+
+    for mode in ("thread", "caller"):
+        out = subprocess.run([sys.executable, "-m", "ccl_core.info"], env={**clean_env(), "CCL_CORE_PROGRESS": mode},
+                             capture_output=True, text=True, check=True).stdout
+        assert f"progress      {mode} (" in out, out

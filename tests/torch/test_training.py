@@ -11,8 +11,9 @@ def test_ddp_matches_gloo(with_hook):
         assert max_diff < 1e-6 and ranks_agree
 
 
-def test_fsdp2_fully_shard_matches_gloo():
-    for max_diff in run_in_group(w.fsdp2_matches_gloo, 2):
+@pytest.mark.parametrize("prefetch", [False, True], ids=["default", "async-prefetch"])
+def test_fsdp2_fully_shard_matches_gloo(prefetch):
+    for max_diff in run_in_group(w.fsdp2_matches_gloo, 2, prefetch):
         assert max_diff < 1e-6
 
 

@@ -42,17 +42,25 @@ def ddp_matches_gloo(rank, size, with_hook):
     return max(diffs), all(torch.equal(gathered[0], g) for g in gathered)
 
 
-def fsdp2_matches_gloo(rank, size):
+def fsdp2_matches_gloo(rank, size, prefetch=False):
+    """prefetch: all-gathers issued async and one layer ahead (FSDP2's explicit prefetching), which on CPU is what
+    lets them overlap the previous layer's computation (background progress)."""
     from torch.distributed.device_mesh import DeviceMesh
     from torch.distributed.fsdp import fully_shard
 
     def train(group):
         mesh = DeviceMesh.from_group(group, "cpu")
         model = _model()
-        for layer in model:
-            if isinstance(layer, nn.Linear):
-                fully_shard(layer, mesh=mesh)
+        layers = [layer for layer in model if isinstance(layer, nn.Linear)]
+        for layer in layers:
+            fully_shard(layer, mesh=mesh)
         fully_shard(model, mesh=mesh)
+        if prefetch:
+            for module in layers + [model]:
+                module._set_unshard_async_op(True)
+            for before, after in zip(layers, layers[1:]):
+                before.set_modules_to_forward_prefetch([after])
+                after.set_modules_to_backward_prefetch([before])
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         for x, y in _batches(rank):
             opt.zero_grad()

@@ -67,7 +67,9 @@ def main(argv=None) -> int:
           f"FI_PROVIDER {t['fi_provider']}")
     k = info["kernels"]
     print(f"kernels       {k['level']} (this CPU: {', '.join(k['supported'])})")
-    print(f"progress      {info['progress']} ({'a background thread moves async operations' if info['progress'] == 'thread' else 'async operations move inside test()/wait() only'})")
+    what = ("a background thread moves async operations" if info["progress"] == "thread"
+            else "async operations move inside test()/wait() only")
+    print(f"progress      {info['progress']} ({what})")
     print("environment:")
     for e in info["environment"]:
         print(f"  {e['name']}={e['value']}  [{e['source']}]")
