@@ -109,7 +109,8 @@ public:
 
     // One round of the progress thread (progress_thread.hpp): true once nothing is left to do (complete, failed,
     // timed out after the communicator's timeout, or a same-host peer died). A failure is kept for the caller.
-    bool poll_in_background();
+    // Not while a caller waits on this communicator: that wait drives it.
+    bool poll_in_background() override;
 
     bool test() override;
     void wait(std::optional<std::chrono::milliseconds> timeout, const std::function<void()>& every_50ms) override;

@@ -66,7 +66,7 @@ ProgressThread::~ProgressThread() {
     thread_.join();
 }
 
-void ProgressThread::watch(const std::shared_ptr<EngineOperation>& op) {
+void ProgressThread::watch(const std::shared_ptr<PendingOperation>& op) {
     if (::getpid() != owner_) return;  // a forked child: its caller drives the op
     bool was_idle;
     {
@@ -87,14 +87,14 @@ void ProgressThread::run() {
         if (stop_) return;
         const std::vector<Watched> round = watched_;
         lock.unlock();
-        std::vector<const EngineOperation*> finished;
+        std::vector<const PendingOperation*> finished;
         std::shared_ptr<Communicator::Impl> shm_owner;  // a communicator with a pending shared-memory op
         for (const Watched& w : round) {
             auto op = w.op.lock();
             if (!op || op->poll_in_background()) {
                 finished.push_back(w.key);
-            } else if (op->shm_op && !shm_owner) {
-                shm_owner = op->comm;
+            } else if (auto* ours = dynamic_cast<EngineOperation*>(op.get()); ours && ours->shm_op && !shm_owner) {
+                shm_owner = ours->comm;
             }
         }
         lock.lock();

@@ -22,16 +22,18 @@
 
 #include <sys/types.h>
 
-namespace ccl_core::detail {
+namespace ccl_core {
+class PendingOperation;
+}
 
-class EngineOperation;
+namespace ccl_core::detail {
 
 class ProgressThread {
 public:
     // The process's progress thread (started on first use), or nullptr when CCL_CORE_PROGRESS=caller.
     static ProgressThread* instance();
     // Drives `op` until it completes, fails, or its Request is dropped.
-    void watch(const std::shared_ptr<EngineOperation>& op);
+    void watch(const std::shared_ptr<PendingOperation>& op);
     ~ProgressThread();
 
 private:
@@ -39,8 +41,8 @@ private:
     void run();
 
     struct Watched {
-        std::weak_ptr<EngineOperation> op;
-        const EngineOperation* key;  // identifies the entry after the op is gone
+        std::weak_ptr<PendingOperation> op;
+        const PendingOperation* key;  // identifies the entry after the op is gone
         std::chrono::steady_clock::time_point since;  // when it was handed over
     };
     std::mutex mutex_;

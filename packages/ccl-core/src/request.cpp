@@ -25,6 +25,10 @@ void Request::expire(std::chrono::milliseconds waited) {
     op_->expire(waited);
 }
 
+void progress_in_background(const std::shared_ptr<PendingOperation>& op) {
+    if (auto* progress = detail::ProgressThread::instance()) progress->watch(op);
+}
+
 void Request::move_in_background() {
     if (!op_) throw InvalidArgument("move_in_background() on an empty Request");
     op_->move_in_background();
@@ -55,8 +59,7 @@ void EngineOperation::check_local_peers() {
 }
 
 void EngineOperation::move_in_background() {
-    if (completed()) return;
-    if (auto* progress = ProgressThread::instance()) progress->watch(shared_from_this());
+    if (!completed()) progress_in_background(shared_from_this());
 }
 
 bool EngineOperation::poll_in_background() {

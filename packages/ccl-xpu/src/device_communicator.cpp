@@ -41,7 +41,8 @@ public:
 namespace {
 
 // A device op in flight: oneCCL's event, whose native SYCL event completes when the queue has run the op.
-class DeviceOperation final : public ccl_core::PendingOperation {
+class DeviceOperation final : public ccl_core::PendingOperation,
+                              public std::enable_shared_from_this<DeviceOperation> {
 public:
     DeviceOperation(std::shared_ptr<DeviceCommunicator::Impl> comm, std::string op, ccl::event event)
         : comm_(std::move(comm)), op_(std::move(op)), event_(std::move(event)) {}
@@ -85,6 +86,10 @@ public:
         return done_;
     }
     const std::string& op_name() const override { return op_; }
+    // async_op=True: ccl-core's progress thread polls oneCCL's event (oneCCL runs without its worker thread)
+    void move_in_background() override {
+        if (!completed()) ccl_core::progress_in_background(shared_from_this());
+    }
 
 private:
     std::shared_ptr<DeviceCommunicator::Impl> comm_;

@@ -26,9 +26,22 @@ public:
         wait(std::chrono::milliseconds(1), {});
     }
     // Hands the operation to the process's progress thread (see Request::move_in_background). Default: nothing,
-    // for engines that move on their own.
+    // for engines that move on their own; others call progress_in_background(shared_from_this()).
     virtual void move_in_background() {}
+    // One poll by the progress thread: true once the operation needs no more (complete, or failed: test() raises
+    // the failure for its caller).
+    virtual bool poll_in_background() {
+        try {
+            return test();
+        } catch (...) {
+            return true;
+        }
+    }
 };
+
+// Has the process's progress thread poll `op` until poll_in_background() says it is through (nothing with
+// CCL_CORE_PROGRESS=caller). For the move_in_background() of an engine's own operations (device plugins).
+void progress_in_background(const std::shared_ptr<PendingOperation>& op);
 
 class Request {
 public:
