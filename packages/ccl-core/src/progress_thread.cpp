@@ -30,12 +30,25 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Naps between rounds of polls: short while operations complete, longer while they do not (each poll of oneCCL
-// costs 50-100 µs here), and much longer once every pending op is old (a late peer: waiting must cost no CPU).
-// Shared-memory ops instead sleep on their segment's futex, which a peer's progress wakes at once.
+// costs 50-100 µs here), and much longer once every pending op is old (a late peer: waiting must cost almost no
+// CPU; a 10 s wait costs ~20 ms of polls). Shared-memory ops instead sleep on their segment's futex, which a
+// peer's progress wakes at once.
 constexpr auto kMinNap = std::chrono::microseconds(20);
-constexpr auto kMaxNap = std::chrono::microseconds(1000);
-constexpr auto kLateNap = std::chrono::microseconds(20000);
-constexpr auto kVeryLateNap = std::chrono::microseconds(50000);
+struct NapCap {
+    std::chrono::milliseconds from_age;
+    std::chrono::microseconds cap;
+};
+constexpr NapCap kCaps[] = {{std::chrono::milliseconds(2000), std::chrono::microseconds(100000)},
+                            {std::chrono::milliseconds(200), std::chrono::microseconds(20000)},
+                            {std::chrono::milliseconds(20), std::chrono::microseconds(5000)},
+                            {std::chrono::milliseconds(0), std::chrono::microseconds(1000)}};
+
+std::chrono::microseconds nap_cap(std::chrono::steady_clock::duration age) {
+    for (const NapCap& c : kCaps) {
+        if (age >= c.from_age) return c.cap;
+    }
+    return kCaps[3].cap;
+}
 
 }  // namespace
 
@@ -108,8 +121,7 @@ void ProgressThread::run() {
         const auto newest = std::max_element(watched_.begin(), watched_.end(),
                                              [](const Watched& a, const Watched& b) { return a.since < b.since; })->since;
         const auto age = Clock::now() - newest;
-        const auto cap = age >= std::chrono::seconds(2) ? kVeryLateNap
-                         : age >= std::chrono::milliseconds(200) ? kLateNap : kMaxNap;
+        const auto cap = nap_cap(age);
         if (shm_owner && shm_owner->shm && shm_owner->waiters.load() == 0) {
             // until a peer publishes progress (or the cap): each step of a segment then follows at once
             lock.unlock();

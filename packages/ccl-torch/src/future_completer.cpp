@@ -80,14 +80,14 @@ void FutureCompleter::run() {
     // After a burst of fruitless polls, nap with growing pauses: this thread must not take the cores the
     // ranks compute on (DDP overlaps its buckets with backward). New work ends a nap at once. Pauses stay short
     // (<= 0.5 ms: polling is what moves the ops) until nothing has progressed for 50 ms, as when a peer is late;
-    // then they grow to 20 ms, and to 50 ms after 2 s, so that a long wait costs almost no CPU (a poll of oneCCL
-    // costs 50-100 µs).
+    // then they grow to 20 ms, and to 100 ms after 2 s, so that a long wait costs almost no CPU (a poll of oneCCL
+    // costs 50-100 µs, and ccl-core's progress thread polls async ops as well).
     constexpr int kSpinPolls = 64;
     constexpr auto kMinNap = std::chrono::microseconds(10);
     constexpr auto kMaxNap = std::chrono::microseconds(500);
     constexpr auto kMaxLateNap = std::chrono::microseconds(20000);
     constexpr auto kLateAfter = std::chrono::milliseconds(50);
-    constexpr auto kMaxHopelessNap = std::chrono::microseconds(50000);
+    constexpr auto kMaxHopelessNap = std::chrono::microseconds(100000);
     constexpr auto kHopelessAfter = std::chrono::milliseconds(2000);
     int idle_polls = 0;
     auto nap = kMinNap;
