@@ -190,31 +190,44 @@ struct Max {
 #endif
 };
 
-// Element types the CPU adds natively (integers, float32, float64), block by block: the first source into a local
-// accumulator, every further source combined into it, the block written out. The local block makes aliasing
-// between sources and destinations harmless, and lets GCC vectorise the plain loops without alias checks.
+// The type a block accumulates in: float32 for the 16-bit floats, the element type itself otherwise.
+template <class T>
+using Accumulator = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, Bf16>, float, T>;
+template <class T> Accumulator<T> widen(T v) {
+    if constexpr (std::is_same_v<Accumulator<T>, T>) return v;
+    else return to_float(v);
+}
+template <class T> T narrow(Accumulator<T> v) {
+    if constexpr (std::is_same_v<Accumulator<T>, T>) return v;
+    else return from_float<T>(v);
+}
+
+// Block by block in plain loops: the first source into a local accumulator, every further source combined into it,
+// the block written out. The local block makes aliasing between sources and destinations harmless, and lets GCC
+// vectorise without alias checks. Integers and float64 at every level, and every type at the baseline (whose
+// bfloat16 conversions GCC vectorises with SSE2; its float16 stays scalar).
 template <class T, class Op>
-void reduce_native(const void* const* srcs, int nsrcs, void* dst, void* dst2, std::size_t count) {
-    alignas(64) T acc[kBlock];
+void reduce_blocks(const void* const* srcs, int nsrcs, void* dst, void* dst2, std::size_t count) {
+    alignas(64) Accumulator<T> acc[kBlock];
     for (std::size_t base = 0; base < count; base += kBlock) {
         const std::size_t n = least(kBlock, count - base);
         const T* first = static_cast<const T*>(srcs[0]) + base;
-        for (std::size_t i = 0; i < n; ++i) acc[i] = first[i];
+        for (std::size_t i = 0; i < n; ++i) acc[i] = widen(first[i]);
         for (int k = 1; k < nsrcs; ++k) {
             const T* src = static_cast<const T*>(srcs[k]) + base;
-            for (std::size_t i = 0; i < n; ++i) acc[i] = Op::apply(acc[i], src[i]);
+            for (std::size_t i = 0; i < n; ++i) acc[i] = Op::apply(acc[i], widen(src[i]));
         }
         for (void* out : {dst, dst2}) {
             if (!out) continue;
             T* o = static_cast<T*>(out) + base;
-            for (std::size_t i = 0; i < n; ++i) o[i] = acc[i];
+            for (std::size_t i = 0; i < n; ++i) o[i] = narrow<T>(acc[i]);
         }
     }
 }
 
 // float32, float16 and bfloat16 in vectors of float32 lanes (levels with vectors): the conversions are fused into
 // the passes, so nothing makes an extra trip through memory. Two sources (the common case) take one pass: load
-// both, combine, round, store; 1.7x faster than reduce_native's three passes for float32 at 32 MiB. More sources
+// both, combine, round, store; 1.7x faster than reduce_blocks' three passes for float32 at 32 MiB. More sources
 // combine into a float32 accumulator per block first. Outputs may equal a source: each vector is read before
 // either output is written, and both outputs are written in the same pass.
 #if defined(CCL_CORE_VECTORS)
@@ -268,35 +281,12 @@ void reduce_lanes(const void* const* srcs, int nsrcs, void* dst, void* dst2, std
 }
 #endif
 
-// The baseline has no vector layer: its float16/bfloat16 go block-wise through float32 in plain loops, which
-// GCC vectorises with SSE2 for bfloat16 (float16 stays scalar there).
-template <class T, class Op>
-void reduce_through_float32_blocks(const void* const* srcs, int nsrcs, void* dst, void* dst2, std::size_t count) {
-    alignas(64) float acc[kBlock];
-    for (std::size_t base = 0; base < count; base += kBlock) {
-        const std::size_t n = least(kBlock, count - base);
-        const T* first = static_cast<const T*>(srcs[0]) + base;
-        for (std::size_t i = 0; i < n; ++i) acc[i] = to_float(first[i]);
-        for (int k = 1; k < nsrcs; ++k) {
-            const T* src = static_cast<const T*>(srcs[k]) + base;
-            for (std::size_t i = 0; i < n; ++i) acc[i] = Op::apply(acc[i], to_float(src[i]));
-        }
-        for (void* out : {dst, dst2}) {
-            if (!out) continue;
-            T* o = static_cast<T*>(out) + base;
-            for (std::size_t i = 0; i < n; ++i) o[i] = from_float<T>(acc[i]);
-        }
-    }
-}
-
 template <class T, class Op>
 void reduce_typed(const void* const* srcs, int nsrcs, void* dst, void* dst2, std::size_t count) {
-    constexpr bool sixteen_bit = std::is_same_v<T, Half> || std::is_same_v<T, Bf16>;
 #if defined(CCL_CORE_VECTORS)
-    if constexpr (sixteen_bit || std::is_same_v<T, float>) return reduce_lanes<T, Op>(srcs, nsrcs, dst, dst2, count);
+    if constexpr (std::is_same_v<Accumulator<T>, float>) return reduce_lanes<T, Op>(srcs, nsrcs, dst, dst2, count);
 #endif
-    if constexpr (sixteen_bit) reduce_through_float32_blocks<T, Op>(srcs, nsrcs, dst, dst2, count);
-    else reduce_native<T, Op>(srcs, nsrcs, dst, dst2, count);
+    reduce_blocks<T, Op>(srcs, nsrcs, dst, dst2, count);
 }
 
 template <class T>
