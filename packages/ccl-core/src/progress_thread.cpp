@@ -53,7 +53,9 @@ std::chrono::microseconds nap_cap(std::chrono::steady_clock::duration age) {
 }  // namespace
 
 ProgressThread* ProgressThread::instance() {
-    if (progress_mode() != "thread") return nullptr;
+    // Read once (initialize_runtime() has validated it): this runs for every async op.
+    static const bool wanted = progress_mode() == "thread";
+    if (!wanted) return nullptr;
     // Made at the first watch (after oneCCL's initialisation), so that the static holder is destroyed, and the
     // thread joined, before oneCCL's own statics at exit. A forked child (a DataLoader worker) must not touch it at
     // all: its thread does not exist there, and destroying the copied condition variable would wait for that
@@ -87,8 +89,7 @@ void ProgressThread::watch(const std::shared_ptr<PendingOperation>& op) {
         was_idle = watched_.empty();
         watched_.push_back({op, op.get(), Clock::now()});
     }
-    // Only an idle thread needs waking: a busy one is due at an older op's pick-up time, which comes first. So a
-    // loop of blocking calls costs at most one wake per grace period, not one per call.
+    // Only an idle thread needs waking: a busy one takes the op in its next round, at most one nap (its cap) away.
     if (was_idle) wake_.notify_one();
 }
 
