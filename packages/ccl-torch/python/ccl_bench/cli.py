@@ -146,15 +146,7 @@ def worker(args) -> int:
     floors: dict[tuple[str, int], float] = {}
 
     def timed(run, iters: int) -> dict:
-        for _ in range(max(1, args.warmup)):
-            run()
-        samples = []
-        barrier()
-        for _ in range(iters):
-            start = time.perf_counter()
-            run()
-            samples.append((time.perf_counter() - start) * 1e6)
-        return stats.summarize(slowest(samples))
+        return _timed(run, max(1, args.warmup), iters, barrier, slowest)
 
     for op in ops:
         for nbytes in sweep:
@@ -211,6 +203,21 @@ def worker(args) -> int:
     return 1 if failures else 0
 
 
+def _timed(run, warmup: int, iters: int, barrier, slowest) -> dict:
+    """Median / p10 / p90 of the slowest rank's time per call, after `warmup` calls; all ranks start together."""
+    from . import stats
+
+    for _ in range(warmup):
+        run()
+    samples = []
+    barrier()
+    for _ in range(iters):
+        start = time.perf_counter()
+        run()
+        samples.append((time.perf_counter() - start) * 1e6)
+    return stats.summarize(slowest(samples))
+
+
 def _raw_communicator(rank: int, size: int):
     """ccl-core communicator over the same rendezvous store torch uses (keys under a prefix of their own)."""
     import ccl_core
@@ -239,45 +246,24 @@ def _ddp_rows(backends, groups, barrier, slowest, size) -> list[dict]:
     import torch.nn as nn
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from . import stats
-
     rows = []
     for backend in [b for b in backends if b in ("ccl", "gloo")]:
         torch.manual_seed(0)
         model = DDP(nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10)),
                     process_group=groups[backend])
-        opt = torch.optim.SGD(model.parameters(), lr=0.01)
-        x, y = torch.randn(64, 256), torch.randn(64, 10)
-
-        def step():
-            opt.zero_grad()
-            nn.functional.mse_loss(model(x), y).backward()
-            opt.step()
-
-        for _ in range(5):
-            step()
-        samples = []
-        barrier()
-        for _ in range(30):
-            start = time.perf_counter()
-            step()
-            samples.append((time.perf_counter() - start) * 1e6)
-        summary = stats.summarize(slowest(samples))
         nbytes = sum(p.numel() * p.element_size() for p in model.parameters())
-        rows.append({"op": "ddp_step", "bytes": nbytes, "backend": backend, "ranks": size, **summary,
-                     "algbw_GBps": 0.0, "busbw_GBps": 0.0, "check": "ok"})
+        rows.append(_step_row("ddp_step", backend, model, torch.randn(64, 256), torch.randn(64, 10), nbytes, 5, 30,
+                              barrier, slowest, size))
     return rows
 
 
 def _fsdp_rows(backends, groups, barrier, slowest, size) -> list[dict]:
-    """An FSDP2 step of 8 sharded 1024x1024 layers (4 MiB of float32 parameters each): FSDP2 prefetches the next
-    layer's all_gather and issues reduce_scatter async, so the step time shows how much communication overlaps."""
+    """An FSDP2 step of 8 sharded 1024x1024 layers (4 MiB of float32 parameters each), with FSDP2's defaults (on CPU
+    its all-gathers are blocking: it overlaps them through CUDA streams)."""
     import torch
     import torch.nn as nn
     from torch.distributed.device_mesh import DeviceMesh
     from torch.distributed.fsdp import fully_shard
-
-    from . import stats
 
     rows = []
     for backend in [b for b in backends if b in ("ccl", "gloo")]:
@@ -287,27 +273,26 @@ def _fsdp_rows(backends, groups, barrier, slowest, size) -> list[dict]:
         for layer in model:
             fully_shard(layer, mesh=mesh)
         fully_shard(model, mesh=mesh)
-        opt = torch.optim.SGD(model.parameters(), lr=0.01)
-        x, y = torch.randn(64, 1024), torch.randn(64, 1024)
-
-        def step():
-            opt.zero_grad()
-            nn.functional.mse_loss(model(x), y).backward()
-            opt.step()
-
-        for _ in range(3):
-            step()
-        samples = []
-        barrier()
-        for _ in range(10):
-            start = time.perf_counter()
-            step()
-            samples.append((time.perf_counter() - start) * 1e6)
-        summary = stats.summarize(slowest(samples))
         nbytes = sum(p.numel() * p.element_size() for p in model.parameters()) * size  # unsharded
-        rows.append({"op": "fsdp2_step", "bytes": nbytes, "backend": backend, "ranks": size, **summary,
-                     "algbw_GBps": 0.0, "busbw_GBps": 0.0, "check": "ok"})
+        rows.append(_step_row("fsdp2_step", backend, model, torch.randn(64, 1024), torch.randn(64, 1024), nbytes, 3, 10,
+                              barrier, slowest, size))
     return rows
+
+
+def _step_row(op, backend, model, x, y, nbytes, warmup, iters, barrier, slowest, size) -> dict:
+    """A training step (SGD on an MSE loss) of `model`, timed like a collective."""
+    import torch
+    import torch.nn as nn
+
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step():
+        opt.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+
+    return {"op": op, "bytes": nbytes, "backend": backend, "ranks": size, **_timed(step, warmup, iters, barrier, slowest),
+            "algbw_GBps": 0.0, "busbw_GBps": 0.0, "check": "ok"}
 
 
 def _overlap_row(case, op, nbytes, backend, size, alone_us, iters, barrier, slowest, compute_us=0.0) -> dict:
@@ -341,7 +326,7 @@ def _add_ratios(rows: list[dict], floors: dict[tuple[str, int], float]) -> None:
         key = (r["op"], r["bytes"])
         if r["backend"] in ("ccl", "raw") and key in gloo and not r["op"].endswith("overlap"):
             r["x_gloo"] = gloo[key] / r["median_us"]
-        if r["backend"] != "floor" and key in floors and not r["op"].endswith("overlap"):
+        if r["backend"] != "floor" and key in floors:  # overlap rows have keys of their own
             r["x_floor"] = r["median_us"] / floors[key]
 
 
