@@ -186,7 +186,7 @@ def tampered_segment_name(rank, size, store_dir):
         comm = ccl_core.Communicator(Tampering(ccl_core.FileStore(store_dir), planted), rank, size, timeout=30)
         x = np.full(1 << 16, rank + 1.0, np.float32)
         comm.allreduce(x)
-        return comm.shared_memory_allreduce, float(x.min()), float(x.max())
+        return comm.shared_memory, float(x.min()), float(x.max())
     finally:
         if planted:
             os.unlink("/dev/shm" + planted)

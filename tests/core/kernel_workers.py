@@ -30,7 +30,7 @@ def inputs(rank, n, dtype, op, seed):
 def every_dtype_op_and_length(comm, seed):
     """Returns the kernel level in use and, per case, the result bytes (in place and out of place, both from
     buffers one element off their allocation's alignment)."""
-    if not comm.shared_memory_allreduce:
+    if not comm.shared_memory:
         raise AssertionError("the shared-memory path is off although every rank is on this host")
     out = {"level": ccl_core.kernel_level(), "results": {}}
     for dtype in DTYPES:

@@ -21,7 +21,7 @@ def _values(rank, n, dtype, seed):
 def sizes_dtypes_ops(comm):
     """Every count x a dtype per family x every op, out of place and in place, against NumPy."""
     bad = []
-    if not comm.shared_memory_allreduce:
+    if not comm.shared_memory:
         return ["the shared-memory path is off although every rank is on this host"]
     for i, n in enumerate(COUNTS):
         for dtype in ["int8", "uint16", "int64", "float16", "bfloat16", "float32", "float64"]:
@@ -95,7 +95,7 @@ def disagreeing_counts(comm):
 def path_in_use(comm):
     x = np.ones(100, np.float64)
     comm.allreduce(x)
-    return comm.shared_memory_allreduce, float(x[0])
+    return comm.shared_memory, float(x[0])
 
 
 def subgroup_paths(comm):
@@ -107,7 +107,7 @@ def subgroup_paths(comm):
             continue
         x = np.full(70_000, comm.rank, np.int64)  # past the one-synchronisation limit
         sub.allreduce(x)
-        out.append((ranks, sub.shared_memory_allreduce, bool(np.all(x == sum(ranks)))))
+        out.append((ranks, sub.shared_memory, bool(np.all(x == sum(ranks)))))
     return out
 
 
@@ -121,13 +121,26 @@ def uneven_settings(rank, size, store_dir, settings):
     x = np.arange(300_000, dtype=np.float64) + rank
     comm.allreduce(x)
     want = size * np.arange(300_000, dtype=np.float64) + sum(range(size))
-    return comm.shared_memory_allreduce, bool(np.array_equal(x, want))
+    return comm.shared_memory, bool(np.array_equal(x, want))
+
+
+def what_the_group_agreed(rank, size, store_dir, settings):
+    """comm.agreed and the deprecated name of comm.shared_memory, after this rank sets its own environment."""
+    import os
+    import warnings
+
+    os.environ.update(settings[rank])
+    comm = ccl_core.Communicator(ccl_core.FileStore(store_dir), rank, size, timeout=30)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old_name = comm.shared_memory_allreduce
+    return comm.agreed, old_name, [str(w.message) for w in caught if w.category is DeprecationWarning]
 
 
 def placed_ops(comm):
     """allgather, reduce_scatter and broadcast on the shared-memory path across segment boundaries, against NumPy."""
     bad = []
-    if not comm.shared_memory_allreduce:
+    if not comm.shared_memory:
         return ["the shared-memory path is off although every rank is on this host"]
     size, rank = comm.size, comm.rank
     for i, n in enumerate(COUNTS):

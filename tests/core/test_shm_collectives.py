@@ -71,6 +71,16 @@ def test_one_rank_switching_it_off_makes_every_rank_fall_back():
     assert run_ranks(shm_workers.uneven_settings, 3, settings, make_comm=False) == [(False, True)] * 3
 
 
+def test_every_rank_reports_what_the_group_agreed():
+    settings = [{}, {"CCL_CORE_SHM": "0"}, {}]
+    for agreed, old_name, warned in run_ranks(shm_workers.what_the_group_agreed, 3, settings, make_comm=False):
+        assert agreed["shared_memory"] == "off: rank 1 has CCL_CORE_SHM=0", agreed
+        assert agreed["local_ranks"] == 3 and agreed["progress"] == "thread" and agreed["kernels"], agreed
+        assert old_name is False and warned and "use shared_memory" in warned[0], (old_name, warned)
+    for agreed, old_name, _ in run_ranks(shm_workers.what_the_group_agreed, 2, [{}, {}], make_comm=False):
+        assert agreed["shared_memory"] == "on" and old_name is True, agreed
+
+
 def test_rank_0s_segment_sizes_apply_to_every_rank():
     settings = [{"CCL_CORE_SHM_SEGMENT_BYTES": "8192", "CCL_CORE_SHM_SMALL_BYTES": "512"},
                 {"CCL_CORE_SHM_SEGMENT_BYTES": "4194304"}]

@@ -24,7 +24,7 @@ JOB = textwrap.dedent("""
     dist.barrier()
     backend = dist.group.WORLD._get_backend(torch.device("cpu"))
     print(f"rank {rank} sum {x.min().item():g}-{x.max().item():g} gathered {out[::1000].tolist()} "
-          f"shm {backend.shared_memory_allreduce}", flush=True)
+          f"shm {backend.shared_memory}", flush=True)
     dist.destroy_process_group()
 """)
 

@@ -83,7 +83,7 @@ for g_index, g in enumerate(inside):
 
 def shm_path(group):
     return group is not None and group.rank() >= 0 and \
-        group._get_backend(torch.device("cpu")).shared_memory_allreduce
+        group._get_backend(torch.device("cpu")).shared_memory
 
 
 result["world_shm"] = shm_path(dist.group.WORLD)

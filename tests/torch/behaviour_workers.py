@@ -172,7 +172,7 @@ def allreduce_path(rank, size):
     avg = torch.full((1000,), float(rank))
     dist.all_reduce(avg, op=dist.ReduceOp.AVG)
     backend = dist.group.WORLD._get_backend(torch.device("cpu"))
-    return backend.shared_memory_allreduce, bool((t == sum(range(1, size + 1))).all()), avg[0].item()
+    return backend.shared_memory, bool((t == sum(range(1, size + 1))).all()), avg[0].item()
 
 
 def mismatched_allreduce_sizes(rank, size):

@@ -326,8 +326,26 @@ PYBIND11_MODULE(_ccl_core, m) {
                                "ranks of this communicator on this host (by hostname and boot id)")
         .def_property_readonly("oversubscribed", &Communicator::oversubscribed,
                                "True when this host's ranks outnumber the cores this process may use")
-        .def_property_readonly("shared_memory_allreduce", &Communicator::shared_memory_allreduce,
-                               "True when allreduce runs through ccl-core's shared-memory path instead of oneCCL")
+        .def_property_readonly("shared_memory", &Communicator::shared_memory,
+                               "True when allreduce, allgather, reduce_scatter and broadcast run through ccl-core's "
+                               "shared-memory path instead of oneCCL")
+        .def_property_readonly("shared_memory_allreduce", [](const Communicator& c) {
+            if (PyErr_WarnEx(PyExc_DeprecationWarning, "shared_memory_allreduce is deprecated: use shared_memory "
+                             "(the path covers allgather, reduce_scatter and broadcast as well)", 1) != 0) {
+                throw py::error_already_set();
+            }
+            return c.shared_memory();
+        })
+        .def_property_readonly("agreed", [](const Communicator& c) {
+            py::dict d;
+            d["shared_memory"] = c.shared_memory_status();
+            d["local_ranks"] = c.local_ranks();
+            d["oversubscribed"] = c.oversubscribed();
+            d["kernels"] = kernel_level();
+            d["progress"] = progress_mode();
+            return d;
+        }, "what this rank's group settled on at creation: the shared-memory path (on, or off and why), ranks on this "
+           "host, oversubscription, and this process's kernel level and progress mode")
         .def("abort", &Communicator::abort, py::arg("reason") = "aborted by the user")
 
         .def("allreduce", [](const CommPtr& c, py::object send, py::object recv, const std::string& op, bool async_op, OptStr dtype) {

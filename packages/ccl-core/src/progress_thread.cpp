@@ -1,6 +1,6 @@
 #include "progress_thread.hpp"
 
-#include "communicator_impl.hpp"
+#include <ccl_core/request.hpp>
 
 #include <ccl_core/errors.hpp>
 #include <ccl_core/runtime.hpp>
@@ -102,13 +102,13 @@ void ProgressThread::run() {
         const std::vector<Watched> round = watched_;
         lock.unlock();
         std::vector<const PendingOperation*> finished;
-        std::shared_ptr<Communicator::Impl> shm_owner;  // a communicator with a pending shared-memory op
+        std::vector<std::shared_ptr<PendingOperation>> pending;  // still running after this round
         for (const Watched& w : round) {
             auto op = w.op.lock();
             if (!op || op->poll_in_background()) {
                 finished.push_back(w.key);
-            } else if (auto* ours = dynamic_cast<EngineOperation*>(op.get()); ours && ours->shm_op && !shm_owner) {
-                shm_owner = ours->comm;
+            } else {
+                pending.push_back(std::move(op));
             }
         }
         lock.lock();
@@ -123,14 +123,14 @@ void ProgressThread::run() {
                                              [](const Watched& a, const Watched& b) { return a.since < b.since; })->since;
         const auto age = Clock::now() - newest;
         const auto cap = nap_cap(age);
-        if (shm_owner && shm_owner->shm && shm_owner->waiters.load() == 0) {
-            // until a peer publishes progress (or the cap): each step of a segment then follows at once
-            lock.unlock();
-            shm_owner->shm->sleep_unless([] { return false; }, cap);
-            shm_owner.reset();
-            lock.lock();
-            continue;
-        }
+        // Sleep on the first pending op that has something to sleep on (the shared-memory path's futex) until a peer
+        // publishes progress, or the cap: each step of a segment then follows at once.
+        lock.unlock();
+        const bool slept = std::any_of(pending.begin(), pending.end(),
+                                       [&](const auto& op) { return op->sleep_in_background(cap); });
+        pending.clear();
+        lock.lock();
+        if (slept) continue;
         nap = finished.empty() ? std::min<std::chrono::microseconds>(nap * 2, cap) : kMinNap;
         wake_.wait_for(lock, nap);  // a new op or the end of the process wakes it early
     }

@@ -39,6 +39,17 @@ std::size_t env_bytes(const char* name, std::size_t fallback) {
     return static_cast<std::size_t>(n);
 }
 
+constexpr std::size_t kPage = 4096;
+// Segment sizes (per slot): the default follows the L2 cache within these bounds; CCL_CORE_SHM_SEGMENT_BYTES may go
+// as low as a page, and a size rank 0 hands over is believed only up to kMaxSegment.
+constexpr std::size_t kDefaultSegment = 1 << 20;
+constexpr std::size_t kMinDefaultSegment = 256 << 10;
+constexpr std::size_t kMaxDefaultSegment = 4 << 20;
+constexpr std::size_t kMinSegment = kPage;
+constexpr std::size_t kMaxSegment = std::size_t{1} << 30;
+// Allreduces up to this size take the one-synchronisation path (CCL_CORE_SHM_SMALL_BYTES).
+constexpr std::size_t kDefaultSmallLimit = 64 << 10;
+
 constexpr std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
 
 std::uint64_t load(const std::uint64_t& v) { return __atomic_load_n(&v, __ATOMIC_ACQUIRE); }
@@ -75,7 +86,7 @@ struct SegmentHeader {
 // Layout: the segment header, one RankHeader per rank, then (page-aligned) 2 x size slots and 2 result areas.
 constexpr std::size_t kRankHeadersAt = round_up(sizeof(SegmentHeader), kLine);
 std::size_t data_offset(int size) {
-    return round_up(kRankHeadersAt + sizeof(RankHeader) * static_cast<std::size_t>(size), 4096);
+    return round_up(kRankHeadersAt + sizeof(RankHeader) * static_cast<std::size_t>(size), kPage);
 }
 std::size_t segment_bytes_for(int size, std::size_t segment) {
     return data_offset(size) + segment * 2 * static_cast<std::size_t>(size + 1);
@@ -96,7 +107,9 @@ struct ShmCollectives::Op {
     std::uint64_t first_seq;
     // progress
     std::size_t segment = 0;
-    int phase = 0;  // 0: place input, 1: wait for everyone's input and reduce, 2: wait for everyone's share
+    // place: copy this rank's input where the others read it; combine: once every rank's input is there, reduce or
+    // take what this rank needs; collect (large allreduce): once every rank reduced its share, copy the others'.
+    enum class Phase { place, combine, collect } phase = Phase::place;
     bool done = false;
 };
 
@@ -144,20 +157,24 @@ std::string segment_refusal(int fd, std::size_t bytes) {
 // 1 MiB segments beat 256 KiB and 4 MiB ones (docs/performance.md).
 std::size_t default_segment_bytes() {
     const long l2 = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
-    if (l2 <= 0) return 1 << 20;
-    return std::clamp<std::size_t>(static_cast<std::size_t>(l2), 256 << 10, 4 << 20);
+    if (l2 <= 0) return kDefaultSegment;
+    return std::clamp<std::size_t>(static_cast<std::size_t>(l2), kMinDefaultSegment, kMaxDefaultSegment);
 }
 
 }  // namespace
 
 // Every decision is rank 0's or unanimous, so that all ranks take the same path: rank 0's sizes apply to everyone, and
 // any rank that cannot (or is told not to: CCL_CORE_SHM=0) take part makes all of them fall back to oneCCL.
-std::unique_ptr<ShmCollectives> ShmCollectives::create(Store& store, int rank, int size, Milliseconds timeout) {
-    if (size < 2) return nullptr;
+std::unique_ptr<ShmCollectives> ShmCollectives::create(Store& store, int rank, int size, Milliseconds timeout,
+                                                     std::string& agreed) {
+    if (size < 2) {
+        agreed = "off: a group of one rank";
+        return nullptr;
+    }
     const char* enabled = std::getenv("CCL_CORE_SHM");
     const bool wanted = !(enabled && std::string(enabled) == "0");
-    std::size_t segment = round_up(std::max<std::size_t>(env_bytes("CCL_CORE_SHM_SEGMENT_BYTES", default_segment_bytes()), 4096), kLine);
-    std::size_t small = std::min(segment, env_bytes("CCL_CORE_SHM_SMALL_BYTES", 64 << 10));
+    std::size_t segment = round_up(std::max<std::size_t>(env_bytes("CCL_CORE_SHM_SEGMENT_BYTES", default_segment_bytes()), kMinSegment), kLine);
+    std::size_t small = std::min(segment, env_bytes("CCL_CORE_SHM_SMALL_BYTES", kDefaultSmallLimit));
     std::size_t bytes = segment_bytes_for(size, segment);
 
     // Rank 0 creates the segment under a name that starts with its pid, like libfabric's regions, so the clean-up
@@ -214,7 +231,7 @@ std::unique_ptr<ShmCollectives> ShmCollectives::create(Store& store, int rank, i
             report = "rank " + std::to_string(rank) + " has CCL_CORE_SHM=0";
         } else if (name.empty() || !published) {
             report = "rank 0 offers no segment";
-        } else if (!plausible_segment_name(name) || segment < 4096 || segment > (std::size_t{1} << 30) || small > segment) {
+        } else if (!plausible_segment_name(name) || segment < kMinSegment || segment > kMaxSegment || small > segment) {
             report = "rank " + std::to_string(rank) + " was handed an implausible segment (name or sizes)";
         } else {
             bytes = segment_bytes_for(size, segment);
@@ -237,6 +254,7 @@ std::unique_ptr<ShmCollectives> ShmCollectives::create(Store& store, int rank, i
         store.set("ccl_core/shm/mapped/" + std::to_string(rank), text(report));
         status = text(store.get("ccl_core/shm/status", timeout));
     }
+    agreed = status == "ok" ? "on" : "off: " + status;
     if (status != "ok") {
         if (base != MAP_FAILED) ::munmap(base, bytes);
         return nullptr;  // every rank read the same status: all fall back to oneCCL together
@@ -351,15 +369,25 @@ void ShmCollectives::advance_queue() {
 
 namespace {
 
-const char* kind_name(int kind) {
-    static const char* names[] = {"allreduce", "allgather", "reduce_scatter", "broadcast"};
-    return kind >= 0 && kind < 4 ? names[kind] : "?";
+using Kind = ShmCollectives::Kind;
+
+// A kind as a peer described it in the segment: only the values of Kind mean something.
+const char* kind_name(std::int32_t kind) {
+    switch (kind) {
+        case static_cast<std::int32_t>(Kind::allreduce): return "allreduce";
+        case static_cast<std::int32_t>(Kind::allgather): return "allgather";
+        case static_cast<std::int32_t>(Kind::reduce_scatter): return "reduce_scatter";
+        case static_cast<std::int32_t>(Kind::broadcast): return "broadcast";
+        default: return "an unknown collective";
+    }
 }
 
-std::string what_was_passed(int kind, std::uint64_t count, DType dtype, ReduceOp op, int root) {
+std::string what_was_passed(std::int32_t kind, std::uint64_t count, DType dtype, ReduceOp op, int root) {
     std::string s = std::string(kind_name(kind)) + " of " + std::to_string(count) + " " + dtype_name(dtype) + " elements";
-    if (kind == 0 || kind == 2) s += std::string(" with ") + reduce_op_name(op);
-    if (kind == 3) s += " from root " + std::to_string(root);
+    if (kind == static_cast<std::int32_t>(Kind::allreduce) || kind == static_cast<std::int32_t>(Kind::reduce_scatter)) {
+        s += std::string(" with ") + reduce_op_name(op);
+    }
+    if (kind == static_cast<std::int32_t>(Kind::broadcast)) s += " from root " + std::to_string(root);
     return s;
 }
 
@@ -418,7 +446,7 @@ bool ShmCollectives::advance_placed(Op& o) {
     const std::size_t e = o.element;
     while (o.segment < o.segments) {
         const auto [seq, half, first, n] = piece_of(o);
-        if (o.phase == 0) {
+        if (o.phase == Op::Phase::place) {
             char* mine = slot(half, rank_);
             if (o.kind == Kind::allgather) {
                 std::memcpy(mine, o.send + first * e, n * e);
@@ -431,7 +459,7 @@ bool ShmCollectives::advance_placed(Op& o) {
                 }
             }
             arrive(o, seq);
-            o.phase = 1;
+            o.phase = Op::Phase::combine;
         }
         if (!everyone_reached(&RankHeader::arrived, seq)) return false;
         if (o.segment == 0) check_agreement(o, seq);
@@ -448,7 +476,7 @@ bool ShmCollectives::advance_placed(Op& o) {
             }
             reduce_sources(sources.data(), size_, o.recv + first * e, nullptr, n, o.dtype, o.op);
         }
-        o.phase = 0;
+        o.phase = Op::Phase::place;
         ++o.segment;
     }
     return true;
@@ -461,7 +489,7 @@ bool ShmCollectives::advance(Op& o) {
         const std::size_t offset = first * o.element;
         const Share mine = share_of(n, o.element, size_, rank_);
 
-        if (o.phase == 0) {  // place this rank's input where the others read it
+        if (o.phase == Op::Phase::place) {  // place this rank's input where the others read it
             char* my_slot = slot(half, rank_);
             if (o.small) {
                 std::memcpy(my_slot, o.send + offset, n * o.element);
@@ -471,16 +499,16 @@ bool ShmCollectives::advance(Op& o) {
                 std::memcpy(my_slot + after * o.element, o.send + offset + after * o.element, (n - after) * o.element);
             }
             arrive(o, seq);
-            o.phase = 1;
+            o.phase = Op::Phase::combine;
         }
-        if (o.phase == 1) {  // reduce once every rank's input is in place
+        if (o.phase == Op::Phase::combine) {  // reduce once every rank's input is in place
             if (!everyone_reached(&RankHeader::arrived, seq)) return false;
             if (o.segment == 0) check_agreement(o, seq);
             std::vector<const void*> sources(static_cast<std::size_t>(size_));
             if (o.small) {
                 for (int p = 0; p < size_; ++p) sources[static_cast<std::size_t>(p)] = slot(half, p);
                 reduce_sources(sources.data(), size_, o.recv + offset, nullptr, n, o.dtype, o.op);
-                o.phase = 0;
+                o.phase = Op::Phase::place;
                 ++o.segment;
                 continue;
             }
@@ -490,9 +518,9 @@ bool ShmCollectives::advance(Op& o) {
             }
             reduce_sources(sources.data(), size_, o.recv + offset + at, result(half) + at, mine.length, o.dtype, o.op);
             publish(header(rank_)->reduced, seq);
-            o.phase = 2;
+            o.phase = Op::Phase::collect;
         }
-        if (o.phase == 2) {  // collect the others' shares of the result
+        if (o.phase == Op::Phase::collect) {  // collect the others' shares of the result
             if (!everyone_reached(&RankHeader::reduced, seq)) return false;
             for (int p = 0; p < size_; ++p) {
                 if (p == rank_) continue;
@@ -500,7 +528,7 @@ bool ShmCollectives::advance(Op& o) {
                 std::memcpy(o.recv + offset + theirs.begin * o.element, result(half) + theirs.begin * o.element,
                             theirs.length * o.element);
             }
-            o.phase = 0;
+            o.phase = Op::Phase::place;
             ++o.segment;
         }
     }

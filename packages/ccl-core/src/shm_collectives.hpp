@@ -18,6 +18,7 @@
 // The segment is unlinked as soon as every rank mapped it, so a killed rank leaves nothing in /dev/shm.
 #pragma once
 
+#include <ccl_core/oneccl/engine.hpp>
 #include <ccl_core/store.hpp>
 #include <ccl_core/types.hpp>
 
@@ -35,16 +36,19 @@ namespace ccl_core::detail {
 
 struct RankHeader;  // shm_collectives.cpp: one per rank in the segment
 
-class ShmCollectives {
+class ShmCollectives final : public LocalPath {
 public:
     struct Op;
 
     // Maps a segment shared by all `size` ranks (all on this host). Collective over the store. Returns nullptr on
-    // every rank when shared memory is switched off (CCL_CORE_SHM=0) or when any rank could not map the segment.
-    static std::unique_ptr<ShmCollectives> create(Store& store, int rank, int size, Milliseconds timeout);
-    ~ShmCollectives();
+    // every rank when shared memory is switched off (CCL_CORE_SHM=0) or when any rank could not map the segment;
+    // `agreed` then says why ("rank 1 has CCL_CORE_SHM=0"), else it is "on".
+    static std::unique_ptr<ShmCollectives> create(Store& store, int rank, int size, Milliseconds timeout,
+                                                  std::string& agreed);
+    ~ShmCollectives() override;
 
-    enum class Kind { allreduce, allgather, reduce_scatter, broadcast };  // the order is part of the segment layout
+    // The order is part of the segment's layout (ranks describe their ops to each other by it).
+    enum class Kind : std::int32_t { allreduce, allgather, reduce_scatter, broadcast };
 
     // Queues a collective; ranks must queue the same calls in the same order. avg reduces as sum (the caller divides).
     // count: allreduce and broadcast the buffer, allgather each rank's input, reduce_scatter each rank's output.
@@ -58,16 +62,16 @@ public:
     bool progress(Op& op);
     // Advances queued operations; waiting on any request of the communicator calls it, because a peer may be
     // waiting for this rank's part of an allreduce while this rank waits for something else.
-    void drive();
+    void drive() override;
     // Unless ready() (checked after registering as a sleeper, so that nothing published meanwhile is missed), sleeps
     // until any rank publishes progress in the segment, or for at most `limit`. Waiting ranks sleep on a futex
     // instead of spinning, so that a peer sharing the core runs at once (ranks may outnumber cores).
     void sleep_unless(const std::function<bool()>& ready, std::chrono::microseconds limit);
     // True when another rank last published progress from the core this thread runs on. Two ranks on one core
     // must not spin for each other: the one waiting sleeps, so the other gets the core at once.
-    bool peer_on_my_core() const;
+    bool peer_on_my_core() const override;
     // Records the core this rank runs on (also done at every publish), for peer_on_my_core() of the others.
-    void note_my_core();
+    void note_my_core() override;
 
     std::size_t segment_bytes() const { return segment_bytes_; }
     std::size_t small_limit() const { return small_limit_; }

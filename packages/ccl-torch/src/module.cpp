@@ -28,10 +28,16 @@ PYBIND11_MODULE(_C, m) {
              py::arg("store"), py::arg("rank"), py::arg("size"),
              py::arg("timeout") = std::chrono::milliseconds(30 * 60 * 1000),
              py::call_guard<py::gil_scoped_release>())
-        .def_property_readonly("shared_memory_allreduce",
-                               [](ccl_torch::ProcessGroupCCL& pg) { return pg.communicator().shared_memory_allreduce(); },
-                               "True when allreduce runs through ccl-core's shared-memory path (every rank of the "
-                               "group on this host) instead of oneCCL");
+        .def_property_readonly("shared_memory",
+                               [](ccl_torch::ProcessGroupCCL& pg) { return pg.communicator().shared_memory(); },
+                               "True when allreduce, allgather, reduce_scatter and broadcast run through ccl-core's "
+                               "shared-memory path (every rank of the group on this host) instead of oneCCL")
+        .def_property_readonly("shared_memory_allreduce", [](ccl_torch::ProcessGroupCCL& pg) {
+            if (PyErr_WarnEx(PyExc_DeprecationWarning, "shared_memory_allreduce is deprecated: use shared_memory", 1) != 0) {
+                throw py::error_already_set();
+            }
+            return pg.communicator().shared_memory();
+        });
 
     m.def("_register_device_plugin", [](const std::string& device, py::capsule capsule) {
               TORCH_CHECK_VALUE(std::string(capsule.name() ? capsule.name() : "") == ccl_torch::kDevicePluginCapsule,

@@ -38,9 +38,13 @@ public:
     // they may run on together (the union of their affinities); waiting then sleeps between polls.
     int local_ranks() const;
     bool oversubscribed() const;
-    // True when allreduce runs through ccl-core's shared-memory path (every rank on this host; CCL_CORE_SHM=1,
-    // the default) instead of oneCCL.
-    bool shared_memory_allreduce() const;
+    // True when allreduce, allgather, reduce_scatter and broadcast run through ccl-core's shared-memory path (every
+    // rank on this host and none with CCL_CORE_SHM=0, as the group agreed at creation) instead of oneCCL.
+    bool shared_memory() const;
+    // What the group agreed on that path: "on", or "off: <why>" ("off: rank 1 has CCL_CORE_SHM=0").
+    const std::string& shared_memory_status() const;
+    [[deprecated("shared_memory(): it covers allgather, reduce_scatter and broadcast as well")]]
+    bool shared_memory_allreduce() const { return shared_memory(); }
     // Set after a timeout or error: every later call throws CommunicatorAborted.
     bool aborted() const;
     void abort(const std::string& reason);

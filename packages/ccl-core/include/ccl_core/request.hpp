@@ -37,6 +37,12 @@ public:
             return true;
         }
     }
+    // Between the progress thread's rounds: sleeps until a peer may have moved the operation (at most `limit`) and
+    // returns true, or returns false at once when the engine has nothing to sleep on (the thread then naps).
+    virtual bool sleep_in_background(std::chrono::microseconds limit) {
+        (void)limit;
+        return false;
+    }
 };
 
 // Has the process's progress thread poll `op` until poll_in_background() says it is through (nothing with
