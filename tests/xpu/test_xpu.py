@@ -13,7 +13,22 @@ import xpu_workers
 from xpu_workers import opencl_cpu_env
 from ranks import clean_env, run_ranks
 
-PROBLEM = ccl_xpu.device_path_problem()
+
+
+def device_path_problem() -> str:
+    """What keeps the device path from running in the tests' environment (which may name the stage's loader)."""
+    import os
+
+    saved = dict(os.environ)
+    os.environ.update(opencl_cpu_env())
+    try:
+        return ccl_xpu.device_path_problem()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+PROBLEM = device_path_problem()
 
 
 def run_python(code: str, extra_env: dict | None = None) -> subprocess.CompletedProcess:
@@ -48,6 +63,29 @@ def test_sycl_queue_and_usm_memory_on_a_real_device():
 @pytest.mark.skipif(PROBLEM != "", reason=f"oneCCL's device path cannot run here: {PROBLEM}")
 def test_device_collectives_on_two_ranks():
     assert run_ranks(xpu_workers.device_collectives, 2, make_comm=False, timeout=300) == [[], []]
+
+
+@pytest.mark.skipif(PROBLEM != "", reason=f"oneCCL's device path cannot run here: {PROBLEM}")
+@pytest.mark.parametrize("how", ["timeout", "interrupt"])
+def test_a_failed_device_wait_aborts_the_device_communicator(how):
+    rank0, rank1 = run_ranks(xpu_workers.device_wait_that_fails, 2, how, make_comm=False, timeout=300)
+    if how == "timeout":
+        assert rank0["error"].startswith("Timeout: allreduce on device communicator 'default' (rank 0 of 2) did not "
+                                         "complete within 2000 ms"), rank0
+    else:
+        assert rank0["error"] == "KeyboardInterrupt", rank0
+    assert rank0["waited"] < 30 and rank0["aborted"], rank0
+    assert "barrier: device communicator 'default' (rank 0 of 2) was aborted" in rank0["after"], rank0
+    assert rank1 == {}
+
+
+def test_the_device_path_runs_here_when_the_stage_has_a_new_enough_loader():
+    """The Intel GPU stage brings a Level Zero loader with zesInit where the system lacks one (ci/level_zero): the
+    device tests above must then run, not skip."""
+    loader = opencl_cpu_env().get("CCL_XPU_ZE_LOADER")
+    if loader is None:
+        pytest.skip("this environment has no loader of the stage's own (the system's is used)")
+    assert PROBLEM == "", PROBLEM
 
 
 @pytest.mark.skipif(PROBLEM == "", reason="oneCCL's device path can run here (tested above)")

@@ -10,9 +10,16 @@ import ccl_xpu
 
 def opencl_cpu_env() -> dict:
     """Select the OpenCL CPU device of intel-opencl-rt: the one real SYCL device on machines without an Intel GPU.
-    Its wheel's ICD file names a wrong path, so the runtime is named directly."""
+    Its wheel's ICD file names a wrong path, so the runtime is named directly. Where the stage brought its own Level
+    Zero loader (ci/level_zero/install.sh: the system's lacks zesInit), ccl-xpu is pointed at it."""
+    env = {}
     lib = os.path.join(sys.prefix, "lib", "libintelocl.so")
-    return {"ONEAPI_DEVICE_SELECTOR": "opencl:cpu", "OCL_ICD_FILENAMES": lib} if os.path.exists(lib) else {}
+    if os.path.exists(lib):
+        env.update(ONEAPI_DEVICE_SELECTOR="opencl:cpu", OCL_ICD_FILENAMES=lib)
+    loader = os.path.join(sys.prefix, "lib", "level-zero", "libze_loader.so.1")
+    if os.path.exists(loader):
+        env["CCL_XPU_ZE_LOADER"] = loader
+    return env
 
 
 def device_collectives(rank, size, store_dir):
@@ -69,3 +76,45 @@ def device_communicator_refused(rank, size, store_dir):
         return "no error"
     except ccl_core.UnsupportedError as e:
         return str(e)
+
+
+
+def device_wait_that_fails(rank, size, store_dir, how):
+    """Rank 1 never joins rank 0's second allreduce (it waits in the store until rank 0 is through). Rank 0's wait ends
+    by `how`: its timeout, or Ctrl-C (SIGINT from a timer). Either way the device communicator is aborted, and the
+    next op is refused by name."""
+    import signal
+    import threading
+    import time
+
+    store = ccl_core.FileStore(store_dir)
+    q = ccl_xpu.Queue()
+    comm = ccl_xpu.DeviceCommunicator(store, rank, size, q, timeout=60)
+    x = q.usm(1000, kind="device")
+    x.copy_from(np.ones(1000, np.float32))
+    comm.allreduce(x, x)  # both ranks: the communicator works
+    if rank != 0:
+        store.get("rank 0 is through", timeout=120)
+        return {}
+    out = {}
+    start = time.monotonic()
+    try:
+        if how == "timeout":
+            comm.allreduce(x, x, async_op=True).wait(timeout=2)
+        else:
+            threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+            comm.allreduce(x, x)
+        out["error"] = "no error"
+    except ccl_core.CclTimeoutError as e:
+        out["error"] = f"Timeout: {e}"
+    except KeyboardInterrupt:
+        out["error"] = "KeyboardInterrupt"
+    out["waited"] = time.monotonic() - start
+    out["aborted"] = comm.aborted
+    try:
+        comm.barrier()
+        out["after"] = "no error"
+    except ccl_core.CommunicatorAbortedError as e:
+        out["after"] = str(e)
+    store.set("rank 0 is through", b"1")
+    return out

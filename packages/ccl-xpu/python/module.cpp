@@ -54,7 +54,15 @@ struct UsmBuffer {
         else throw ccl_core::InvalidArgument("usm must be 'shared', 'device' or 'host', got '" + usm + "'");
         if (!ptr) throw ccl_core::BackendError("sycl::malloc_" + usm + " of " + std::to_string(bytes) + " bytes failed");
     }
+    // Set when an op that will never finish may still use the memory (its communicator was aborted): the runtime's
+    // free would wait for that op for ever, so the memory and its queue are left to the process's end instead.
+    bool stranded = false;
+
     ~UsmBuffer() {
+        if (stranded) {
+            new std::shared_ptr<sycl::queue>(std::move(queue));  // deliberately never destroyed
+            return;
+        }
         if (ptr) sycl::free(ptr, *queue);
     }
     std::size_t nbytes() const { return count * ccl_core::dtype_size(dtype); }
@@ -93,12 +101,33 @@ void check_pair(const char* op, const UsmBuffer& a, const UsmBuffer& b, std::siz
 struct PyRequest {
     ccl_core::Request request;
     std::vector<std::shared_ptr<UsmBuffer>> buffers;
+    std::shared_ptr<DeviceCommunicator> comm;
+
+    PyRequest(ccl_core::Request r, std::vector<std::shared_ptr<UsmBuffer>> b, std::shared_ptr<DeviceCommunicator> c)
+        : request(std::move(r)), buffers(std::move(b)), comm(std::move(c)) {}
+    PyRequest(PyRequest&&) = default;
+    ~PyRequest() {
+        if (!comm || !comm->aborted() || request.completed()) return;
+        for (auto& b : buffers) b->stranded = true;  // see UsmBuffer::stranded
+    }
 };
 
-py::object finish(PyRequest req, bool async_op) {
-    if (async_op) return py::cast(std::move(req));
+// Waits without the GIL; Ctrl-C raises KeyboardInterrupt (and aborts the communicator, as on host memory).
+void wait(ccl_core::Request& request, std::optional<std::chrono::milliseconds> timeout) {
+    auto check_signals = [] {
+        py::gil_scoped_acquire gil;
+        if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    };
     py::gil_scoped_release release;
-    req.request.wait();
+    request.wait(timeout, check_signals);
+}
+
+py::object finish(PyRequest req, bool async_op) {
+    if (async_op) {
+        req.request.move_in_background();  // ccl-core's progress thread moves it while the caller computes
+        return py::cast(std::move(req));
+    }
+    wait(req.request, std::nullopt);
     return py::none();
 }
 
@@ -168,10 +197,9 @@ PYBIND11_MODULE(_ccl_xpu, m) {
     py::class_<PyRequest>(m, "Request")
         .def("test", [](PyRequest& r) { return r.request.test(); })
         .def("wait", [](PyRequest& r, std::optional<double> timeout) {
-                 py::gil_scoped_release release;
                  std::optional<std::chrono::milliseconds> t;
                  if (timeout) t = std::chrono::milliseconds(static_cast<long long>(*timeout * 1000));
-                 r.request.wait(t);
+                 wait(r.request, t);
              }, py::arg("timeout") = py::none())
         .def_property_readonly("op", [](const PyRequest& r) { return r.request.op_name(); });
 
@@ -193,30 +221,32 @@ PYBIND11_MODULE(_ccl_xpu, m) {
              py::arg("name") = "default", py::keep_alive<1, 2>())
         .def_property_readonly("rank", &DeviceCommunicator::rank)
         .def_property_readonly("size", &DeviceCommunicator::size)
+        .def_property_readonly("aborted", &DeviceCommunicator::aborted)
+        .def("abort", &DeviceCommunicator::abort, py::arg("reason") = "aborted by the user")
         .def("allreduce", [](const Comm& c, Buf send, Buf recv, const std::string& op, bool async_op) {
                  check_pair("allreduce", *send, *recv, send->count, "same as send");
-                 PyRequest r{c->allreduce(send->ptr, recv->ptr, send->count, send->dtype, ccl_core::parse_reduce_op(op)), {send, recv}};
+                 PyRequest r{c->allreduce(send->ptr, recv->ptr, send->count, send->dtype, ccl_core::parse_reduce_op(op)), {send, recv}, c};
                  return finish(std::move(r), async_op);
              }, py::arg("send"), py::arg("recv"), py::arg("op") = "sum", py::arg("async_op") = false)
         .def("broadcast", [](const Comm& c, Buf buf, int root, bool async_op) {
-                 PyRequest r{c->broadcast(buf->ptr, buf->count, buf->dtype, root), {buf}};
+                 PyRequest r{c->broadcast(buf->ptr, buf->count, buf->dtype, root), {buf}, c};
                  return finish(std::move(r), async_op);
              }, py::arg("buffer"), py::arg("root") = 0, py::arg("async_op") = false)
         .def("allgather", [](const Comm& c, Buf send, Buf recv, bool async_op) {
                  check_pair("allgather", *send, *recv, send->count * static_cast<std::size_t>(c->size()), "size x send");
-                 PyRequest r{c->allgather(send->ptr, recv->ptr, send->count, send->dtype), {send, recv}};
+                 PyRequest r{c->allgather(send->ptr, recv->ptr, send->count, send->dtype), {send, recv}, c};
                  return finish(std::move(r), async_op);
              }, py::arg("send"), py::arg("recv"), py::arg("async_op") = false)
         .def("reduce_scatter", [](const Comm& c, Buf send, Buf recv, const std::string& op, bool async_op) {
                  check_pair("reduce_scatter", *send, *recv, send->count / static_cast<std::size_t>(c->size()), "send / size");
-                 PyRequest r{c->reduce_scatter(send->ptr, recv->ptr, recv->count, send->dtype, ccl_core::parse_reduce_op(op)), {send, recv}};
+                 PyRequest r{c->reduce_scatter(send->ptr, recv->ptr, recv->count, send->dtype, ccl_core::parse_reduce_op(op)), {send, recv}, c};
                  return finish(std::move(r), async_op);
              }, py::arg("send"), py::arg("recv"), py::arg("op") = "sum", py::arg("async_op") = false)
         .def("alltoall", [](const Comm& c, Buf send, Buf recv, bool async_op) {
                  check_pair("alltoall", *send, *recv, send->count, "same as send");
-                 PyRequest r{c->alltoall(send->ptr, recv->ptr, send->count / static_cast<std::size_t>(c->size()), send->dtype), {send, recv}};
+                 PyRequest r{c->alltoall(send->ptr, recv->ptr, send->count / static_cast<std::size_t>(c->size()), send->dtype), {send, recv}, c};
                  return finish(std::move(r), async_op);
              }, py::arg("send"), py::arg("recv"), py::arg("async_op") = false)
-        .def("barrier", [](const Comm& c, bool async_op) { return finish(PyRequest{c->barrier(), {}}, async_op); },
+        .def("barrier", [](const Comm& c, bool async_op) { return finish(PyRequest{c->barrier(), {}, c}, async_op); },
              py::arg("async_op") = false);
 }

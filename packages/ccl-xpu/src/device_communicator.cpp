@@ -1,110 +1,71 @@
+// Device collectives: ccl-core's oneCCL engine plus a SYCL queue (device_communicator.hpp).
 #include <ccl_xpu/device_communicator.hpp>
 
 #include <ccl_core/errors.hpp>
-#include <ccl_core/oneccl/store_kvs.hpp>
-#include <ccl_core/runtime.hpp>
+#include <ccl_core/oneccl/engine.hpp>
 
-#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <numeric>
-#include <thread>
 
 namespace ccl_xpu {
 
 using ccl_core::DType;
+using ccl_core::Engine;
 using ccl_core::ReduceOp;
 using ccl_core::Request;
 
-class DeviceCommunicator::Impl {
+// The device's part: the queues ops are ordered on, one oneCCL stream per queue, and a scratch address. Waiting,
+// timeouts, abort, the engine lock and the checks are the engine's.
+class DeviceCommunicator::Impl : public std::enable_shared_from_this<DeviceCommunicator::Impl> {
 public:
-    int rank = 0;
-    int size = 0;
-    ccl_core::CommunicatorOptions options;
+    std::shared_ptr<Engine> engine;
     QueueSource queues;
-    std::shared_ptr<ccl::kvs_interface> kvs;
-    std::unique_ptr<ccl::communicator> comm;
-    std::mutex mutex;
+    std::mutex streams_mutex;
     std::map<const sycl::queue*, ccl::stream> streams;  // one oneCCL stream per queue ops were ordered on
-    sycl::event last;
-    bool blocking_wait = true;  // CCL_BLOCKING_WAIT (see wait() below)
+    sycl::context context;  // of the queue the communicator was made with: every buffer must belong to it
     void* scratch = nullptr;  // a valid device address for buffers of zero elements (gather/scatter)
-    sycl::context scratch_context;
 
-    std::string describe() const {
-        return "device communicator '" + options.name + "' (rank " + std::to_string(rank) + " of " +
-               std::to_string(size) + ")";
+    ~Impl() {
+        // after an abort an op that never ends may hold it, and the runtime's free would wait for that op
+        if (scratch && !(engine && engine->aborted())) sycl::free(scratch, context);
+    }
+
+    // Issues on the queue the source names now (under torch: the caller's current stream, so it is asked here, on
+    // the caller's thread). oneCCL's SYCL build runs each call to completion, so the engine makes the call on its
+    // blocking-call thread (EngineSettings::calls_block): `start` must capture by value.
+    Request issue(const char* op, std::string peers, std::function<ccl::event(ccl::communicator&, ccl::stream&)> start) {
+        ccl::stream* stream = nullptr;
+        {
+            sycl::queue& queue = queues();
+            std::lock_guard<std::mutex> lock(streams_mutex);
+            auto found = streams.find(&queue);
+            if (found == streams.end()) found = streams.emplace(&queue, ccl::create_stream(queue)).first;
+            stream = &found->second;  // map nodes stay put
+        }
+        return engine->issue(op, std::move(peers), [self = shared_from_this(), stream, start](ccl::communicator& comm) {
+            return start(comm, *stream);
+        });
+    }
+    Request issue(const char* op, std::function<ccl::event(ccl::communicator&, ccl::stream&)> start) {
+        return issue(op, engine->all_ranks(), std::move(start));
+    }
+
+    // A buffer must be USM memory of the communicator's context: oneCCL would otherwise read or write through a
+    // host pointer on the device (or another context's memory) and fail deep inside the queue, or crash.
+    void check_buffer(const char* op, const char* name, const void* p, std::size_t count) const {
+        Engine::check_buffer(op, name, p, count);
+        if (count == 0 || p == nullptr) return;
+        if (sycl::get_pointer_type(p, context) == sycl::usm::alloc::unknown) {
+            throw ccl_core::InvalidArgument(std::string(op) + ": " + name + " is not USM memory of the communicator's "
+                                            "SYCL context (allocate it with sycl::malloc_device/shared/host on that "
+                                            "context, or pass a tensor on the communicator's device)");
+        }
     }
 };
 
 namespace {
-
-// A device op in flight: oneCCL's event, whose native SYCL event completes when the queue has run the op.
-class DeviceOperation final : public ccl_core::PendingOperation,
-                              public std::enable_shared_from_this<DeviceOperation> {
-public:
-    DeviceOperation(std::shared_ptr<DeviceCommunicator::Impl> comm, std::string op, ccl::event event)
-        : comm_(std::move(comm)), op_(std::move(op)), event_(std::move(event)) {}
-    ~DeviceOperation() override {
-        if (!done_) new ccl::event(std::move(event_));  // oneCCL's destructor would wait for it: keep it instead
-    }
-
-    bool test() override {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (!done_) {
-            try {
-                done_ = event_.test();
-            } catch (const std::exception& e) {
-                throw ccl_core::BackendError(op_ + " on " + comm_->describe() + " failed in oneCCL: " + e.what());
-            }
-        }
-        return done_;
-    }
-    // CCL_BLOCKING_WAIT=0 (as in the original bindings): return at once, because the op is already ordered on the
-    // queue it was issued on, so later work on that queue (torch: the current stream) runs after it.
-    void wait(std::optional<std::chrono::milliseconds> timeout, const std::function<void()>& every_50ms) override {
-        if (!comm_->blocking_wait) return;
-        const auto limit = timeout.value_or(comm_->options.timeout);
-        const auto start = std::chrono::steady_clock::now();
-        auto next_callback = start + std::chrono::milliseconds(50);
-        while (!test()) {
-            const auto now = std::chrono::steady_clock::now();
-            if (now - start >= limit) {
-                throw ccl_core::Timeout(op_ + " on " + comm_->describe() + " did not complete within " +
-                                        std::to_string(limit.count()) + " ms: a peer died, hangs, or did not call " + op_);
-            }
-            if (every_50ms && now >= next_callback) {
-                next_callback = now + std::chrono::milliseconds(50);
-                every_50ms();
-            }
-            std::this_thread::sleep_for(std::chrono::microseconds(20));
-        }
-    }
-    bool completed() const override {
-        std::lock_guard<std::mutex> lock(mutex_);
-        return done_;
-    }
-    const std::string& op_name() const override { return op_; }
-    // async_op=True: ccl-core's progress thread polls oneCCL's event (oneCCL runs without its worker thread)
-    void move_in_background() override {
-        if (!completed()) ccl_core::progress_in_background(shared_from_this());
-    }
-
-private:
-    std::shared_ptr<DeviceCommunicator::Impl> comm_;
-    std::string op_;
-    ccl::event event_;
-    mutable std::mutex mutex_;
-    bool done_ = false;
-};
-
-void check_rank(const DeviceCommunicator::Impl& c, const char* op, const char* what, int r) {
-    if (r < 0 || r >= c.size) {
-        throw ccl_core::InvalidArgument(std::string(op) + ": " + what + " " + std::to_string(r) +
-                                        " is out of range for a group of " + std::to_string(c.size) + " rank(s)");
-    }
-}
 
 ccl::reduction device_reduction(const char* op, ReduceOp r) {
     if (r == ReduceOp::avg) {
@@ -114,115 +75,83 @@ ccl::reduction device_reduction(const char* op, ReduceOp r) {
     return ccl_core::detail::to_ccl(r);
 }
 
-// Issue on the queue the source names now, under the communicator's lock (oneCCL streams are cached per queue).
-template <class Start>
-Request issue(const std::shared_ptr<DeviceCommunicator::Impl>& c, const char* op, Start&& start) {
-    std::lock_guard<std::mutex> lock(c->mutex);
-    sycl::queue& queue = c->queues();
-    auto found = c->streams.find(&queue);
-    if (found == c->streams.end()) found = c->streams.emplace(&queue, ccl::create_stream(queue)).first;
-    ccl::event event;
-    try {
-        event = start(*c->comm, found->second);
-    } catch (const std::exception& e) {
-        throw ccl_core::BackendError(std::string(op) + " on " + c->describe() + ": oneCCL refused the operation: " +
-                                     e.what());
-    }
-    c->last = event.get_native();
-    return Request(std::make_shared<DeviceOperation>(c, op, std::move(event)));
-}
+std::size_t total(const std::vector<std::size_t>& v) { return std::accumulate(v.begin(), v.end(), std::size_t{0}); }
 
 }  // namespace
 
 std::shared_ptr<DeviceCommunicator> DeviceCommunicator::create(std::shared_ptr<ccl_core::Store> store, int rank,
                                                                int size, const ccl_core::CommunicatorOptions& options,
                                                                QueueSource queues) {
-    if (!store) throw ccl_core::InvalidArgument("DeviceCommunicator::create: store is null");
     if (!queues) throw ccl_core::InvalidArgument("DeviceCommunicator::create: no queue source");
-    if (size < 1 || rank < 0 || rank >= size) {
-        throw ccl_core::InvalidArgument("DeviceCommunicator::create: rank " + std::to_string(rank) +
-                                        " is out of range for size " + std::to_string(size));
-    }
     const std::string problem = device_path_problem();
     if (!problem.empty()) throw ccl_core::Unsupported("ccl-xpu: " + problem);
-    ccl_core::initialize_runtime();
 
     auto impl = std::make_shared<Impl>();
-    impl->rank = rank;
-    impl->size = size;
-    impl->options = options;
     impl->queues = std::move(queues);
+    ccl_core::EngineSettings settings;
+    settings.kind = "device communicator";
+    settings.key_prefix = "ccl_xpu";
     const char* blocking = std::getenv("CCL_BLOCKING_WAIT");
-    impl->blocking_wait = !(blocking && std::string(blocking) == "0");
-
-    // Every rank first announces itself, so that a missing one is named instead of oneCCL waiting for it.
-    const auto deadline = std::chrono::steady_clock::now() + options.timeout;
-    store->set("ccl_xpu/joined/" + std::to_string(rank), ccl_core::Bytes{1});
-    std::string missing;
-    for (int r = 0; r < size; ++r) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-        try {
-            store->get("ccl_xpu/joined/" + std::to_string(r), std::max(std::chrono::milliseconds(0), left));
-        } catch (const ccl_core::Timeout&) {
-            missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-        }
-    }
-    if (!missing.empty()) {
-        throw ccl_core::Timeout("bootstrap of " + impl->describe() + ": rank(s) " + missing + " did not join within " +
-                                std::to_string(options.timeout.count()) + " ms");
-    }
+    settings.wait_for_completion = !(blocking && std::string(blocking) == "0");
+    settings.calls_block = true;  // oneCCL's SYCL build over OFI runs every op inside its call (see Impl::issue)
+    sycl::queue* first = nullptr;
     try {
-        sycl::queue& queue = impl->queues();
-        auto device = ccl::create_device(queue.get_device());
-        auto context = ccl::create_context(queue.get_context());
-        impl->kvs = std::make_shared<ccl_core::detail::StoreKvs>(
-            std::make_shared<ccl_core::PrefixStore>("ccl_xpu/oneccl", store), 0);
-        impl->comm = std::make_unique<ccl::communicator>(ccl::create_communicator(size, rank, device, context, impl->kvs));
-        impl->scratch_context = queue.get_context();
-        impl->scratch = sycl::malloc_device(64, queue);
+        first = &impl->queues();
+        impl->context = first->get_context();
     } catch (const sycl::exception& e) {
-        throw ccl_core::BackendError("bootstrap of " + impl->describe() + ": SYCL error: " + e.what());
-    } catch (const ccl::exception& e) {
-        throw ccl_core::BackendError("bootstrap of " + impl->describe() + ": oneCCL could not create the communicator: " +
-                                     e.what());
+        throw ccl_core::BackendError("DeviceCommunicator::create: the queue source failed: " + std::string(e.what()));
+    }
+    settings.connect = [first](int n, int r, const std::shared_ptr<ccl::kvs_interface>& kvs) {
+        auto device = ccl::create_device(first->get_device());
+        auto context = ccl::create_context(first->get_context());
+        return ccl::create_communicator(n, r, device, context, kvs);
+    };
+    impl->engine = Engine::create(std::move(store), rank, size, options, std::move(settings));
+    try {
+        impl->scratch = sycl::malloc_device(64, *first);
+    } catch (const sycl::exception& e) {
+        throw ccl_core::BackendError("bootstrap of " + impl->engine->describe() + ": SYCL error: " + e.what());
     }
     return std::shared_ptr<DeviceCommunicator>(new DeviceCommunicator(std::move(impl)));
 }
 
 DeviceCommunicator::DeviceCommunicator(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+DeviceCommunicator::~DeviceCommunicator() = default;
 
-DeviceCommunicator::~DeviceCommunicator() {
-    if (impl_ && impl_->scratch) sycl::free(impl_->scratch, impl_->scratch_context);
-}
-
-int DeviceCommunicator::rank() const { return impl_->rank; }
-int DeviceCommunicator::size() const { return impl_->size; }
-
-sycl::event DeviceCommunicator::last_event() const {
-    std::lock_guard<std::mutex> lock(impl_->mutex);
-    return impl_->last;
-}
+int DeviceCommunicator::rank() const { return impl_->engine->rank(); }
+int DeviceCommunicator::size() const { return impl_->engine->size(); }
+bool DeviceCommunicator::aborted() const { return impl_->engine->aborted(); }
+void DeviceCommunicator::abort(const std::string& reason) { impl_->engine->abort(reason); }
 
 namespace dt = ccl_core::detail;
+using Stream = ccl::stream;
 
 Request DeviceCommunicator::allreduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
-    const auto red = device_reduction("allreduce", op);
-    return issue(impl_, "allreduce", [&](ccl::communicator& comm, ccl::stream& s) {
+    const char* name = "allreduce";
+    impl_->check_buffer(name, "send", send, count);
+    impl_->check_buffer(name, "recv", recv, count);
+    const auto red = device_reduction(name, op);
+    return impl_->issue(name, [=](ccl::communicator& comm, Stream& s) {
         return ccl::allreduce(send, recv, count, dt::to_ccl(dtype), red, comm, s);
     });
 }
 
 Request DeviceCommunicator::reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root) {
-    check_rank(*impl_, "reduce", "root", root);
-    const auto red = device_reduction("reduce", op);
-    return issue(impl_, "reduce", [&](ccl::communicator& comm, ccl::stream& s) {
+    const char* name = "reduce";
+    impl_->engine->check_rank(name, "root", root);
+    impl_->check_buffer(name, "send", send, count);
+    impl_->check_buffer(name, "recv", recv, count);
+    const auto red = device_reduction(name, op);
+    return impl_->issue(name, [=](ccl::communicator& comm, Stream& s) {
         return ccl::reduce(send, recv, count, dt::to_ccl(dtype), red, root, comm, s);
     });
 }
 
 Request DeviceCommunicator::broadcast(void* buffer, std::size_t count, DType dtype, int root) {
-    check_rank(*impl_, "broadcast", "root", root);
-    return issue(impl_, "broadcast", [&](ccl::communicator& comm, ccl::stream& s) {
+    const char* name = "broadcast";
+    impl_->engine->check_rank(name, "root", root);
+    impl_->check_buffer(name, "buffer", buffer, count);
+    return impl_->issue(name, [=](ccl::communicator& comm, Stream& s) {
         return ccl::broadcast(buffer, count, dt::to_ccl(dtype), root, comm, s);
     });
 }
@@ -233,69 +162,88 @@ Request DeviceCommunicator::allgather(const void* send, void* recv, std::size_t 
 
 Request DeviceCommunicator::allgatherv(const void* send, std::size_t send_count, void* recv,
                                        const std::vector<std::size_t>& recv_counts, DType dtype) {
-    if (recv_counts.size() != static_cast<std::size_t>(size())) {
-        throw ccl_core::InvalidArgument("allgather: recv_counts needs one entry per rank (" + std::to_string(size()) + ")");
+    const char* name = "allgather";
+    impl_->engine->check_counts(name, "recv_counts", recv_counts);
+    if (recv_counts[static_cast<std::size_t>(rank())] != send_count) {
+        throw ccl_core::InvalidArgument(std::string(name) + ": recv_counts[" + std::to_string(rank()) + "] is " +
+                                        std::to_string(recv_counts[static_cast<std::size_t>(rank())]) +
+                                        " but this rank sends " + std::to_string(send_count) + " elements");
     }
-    return issue(impl_, "allgather", [&](ccl::communicator& comm, ccl::stream& s) {
+    impl_->check_buffer(name, "send", send, send_count);
+    impl_->check_buffer(name, "recv", recv, total(recv_counts));
+    return impl_->issue(name, [=](ccl::communicator& comm, Stream& s) {
         return ccl::allgatherv(send, send_count, recv, recv_counts, dt::to_ccl(dtype), comm, s);
     });
 }
 
 Request DeviceCommunicator::reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType dtype,
                                            ReduceOp op) {
-    const auto red = device_reduction("reduce_scatter", op);
-    return issue(impl_, "reduce_scatter", [&](ccl::communicator& comm, ccl::stream& s) {
+    const char* name = "reduce_scatter";
+    impl_->check_buffer(name, "send", send, recv_count * static_cast<std::size_t>(size()));
+    impl_->check_buffer(name, "recv", recv, recv_count);
+    const auto red = device_reduction(name, op);
+    return impl_->issue(name, [=](ccl::communicator& comm, Stream& s) {
         return ccl::reduce_scatter(send, recv, recv_count, dt::to_ccl(dtype), red, comm, s);
     });
 }
 
 Request DeviceCommunicator::alltoall(const void* send, void* recv, std::size_t count, DType dtype) {
-    return issue(impl_, "alltoall", [&](ccl::communicator& comm, ccl::stream& s) {
+    const char* name = "alltoall";
+    impl_->check_buffer(name, "send", send, count * static_cast<std::size_t>(size()));
+    impl_->check_buffer(name, "recv", recv, count * static_cast<std::size_t>(size()));
+    return impl_->issue(name, [=](ccl::communicator& comm, Stream& s) {
         return ccl::alltoall(send, recv, count, dt::to_ccl(dtype), comm, s);
     });
 }
 
 Request DeviceCommunicator::alltoallv(const void* send, const std::vector<std::size_t>& send_counts, void* recv,
                                       const std::vector<std::size_t>& recv_counts, DType dtype) {
-    if (send_counts.size() != static_cast<std::size_t>(size()) || recv_counts.size() != static_cast<std::size_t>(size())) {
-        throw ccl_core::InvalidArgument("alltoallv: send_counts and recv_counts need one entry per rank (" +
-                                        std::to_string(size()) + ")");
-    }
+    const char* name = "alltoallv";
+    impl_->engine->check_counts(name, "send_counts", send_counts);
+    impl_->engine->check_counts(name, "recv_counts", recv_counts);
+    impl_->check_buffer(name, "send", send, total(send_counts));
+    impl_->check_buffer(name, "recv", recv, total(recv_counts));
     void* scratch = impl_->scratch;
-    return issue(impl_, "alltoallv", [&](ccl::communicator& comm, ccl::stream& s) {
+    return impl_->issue(name, [=](ccl::communicator& comm, Stream& s) {
         return ccl::alltoallv(send ? send : scratch, send_counts, recv ? recv : scratch, recv_counts,
                               dt::to_ccl(dtype), comm, s);
     });
 }
 
 Request DeviceCommunicator::gather(const void* send, void* recv, std::size_t count, DType dtype, int root) {
-    check_rank(*impl_, "gather", "root", root);
+    impl_->engine->check_rank("gather", "root", root);
     const auto counts = ccl_core::gather_as_alltoallv(size(), rank(), root, count);
     return alltoallv(send, counts.send, rank() == root ? recv : nullptr, counts.recv, dtype);
 }
 
 Request DeviceCommunicator::scatter(const void* send, void* recv, std::size_t count, DType dtype, int root) {
-    check_rank(*impl_, "scatter", "root", root);
+    impl_->engine->check_rank("scatter", "root", root);
     const auto counts = ccl_core::scatter_as_alltoallv(size(), rank(), root, count);
     return alltoallv(rank() == root ? send : nullptr, counts.send, recv, counts.recv, dtype);
 }
 
 Request DeviceCommunicator::send(const void* buffer, std::size_t count, DType dtype, int peer) {
-    check_rank(*impl_, "send", "peer", peer);
-    return issue(impl_, "send", [&](ccl::communicator& comm, ccl::stream& s) {
+    const char* name = "send";
+    impl_->engine->check_rank(name, "peer", peer);
+    if (peer == rank()) throw ccl_core::InvalidArgument("send: peer " + std::to_string(peer) + " is this rank; send to a different rank");
+    impl_->check_buffer(name, "buffer", buffer, count);
+    return impl_->issue(name, "rank " + std::to_string(peer), [=](ccl::communicator& comm, Stream& s) {
         return ccl::send(const_cast<void*>(buffer), count, dt::to_ccl(dtype), peer, comm, s);
     });
 }
 
 Request DeviceCommunicator::recv(void* buffer, std::size_t count, DType dtype, int peer) {
-    check_rank(*impl_, "recv", "peer", peer);
-    return issue(impl_, "recv", [&](ccl::communicator& comm, ccl::stream& s) {
+    const char* name = "recv";
+    impl_->engine->check_rank(name, "peer", peer);
+    if (peer == rank()) throw ccl_core::InvalidArgument("recv: peer " + std::to_string(peer) + " is this rank; receive from a different rank");
+    impl_->check_buffer(name, "buffer", buffer, count);
+    return impl_->issue(name, "rank " + std::to_string(peer), [=](ccl::communicator& comm, Stream& s) {
         return ccl::recv(buffer, count, dt::to_ccl(dtype), peer, comm, s);
     });
 }
 
 Request DeviceCommunicator::barrier() {
-    return issue(impl_, "barrier", [&](ccl::communicator& comm, ccl::stream& s) { return ccl::barrier(comm, s); });
+    return impl_->issue("barrier", [=](ccl::communicator& comm, Stream& s) { return ccl::barrier(comm, s); });
 }
 
 }  // namespace ccl_xpu

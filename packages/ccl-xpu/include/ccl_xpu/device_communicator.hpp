@@ -1,5 +1,6 @@
-// Collectives on device memory (SYCL USM), each ordered on a SYCL queue: oneCCL's device path in ccl-core's terms.
-// A DeviceCommunicator is a ccl_core::Collectives, so the torch backend runs every op on it as it does on CPU.
+// Collectives on device memory (SYCL USM), each ordered on a SYCL queue: ccl-core's oneCCL engine (rendezvous, issuing
+// under its lock, waiting, timeouts, abort, checks) with a device and a queue. A DeviceCommunicator is a
+// ccl_core::Collectives, so the torch backend runs every op on it as it does on CPU.
 #pragma once
 
 #include <ccl_core/collectives.hpp>
@@ -33,8 +34,10 @@ public:
 
     int rank() const override;
     int size() const override;
-    // Completion of the last op issued, as a SYCL event the caller may wait on or make later work depend on.
-    sycl::event last_event() const;
+    // Set after a timeout, a dead peer or an interrupted wait (as on host communicators): every later call throws
+    // CommunicatorAborted.
+    bool aborted() const;
+    void abort(const std::string& reason);
 
     // The collectives of ccl_core/collectives.hpp on USM pointers of the communicator's context. avg is not offered
     // (oneCCL has no device-side avg on every version; the torch layer sums and divides on the device).
