@@ -59,6 +59,17 @@ def test_import_and_info_with_nothing_sourced(tmp_path):
     assert info["libccl"].endswith("libccl.so.1")
     env = {e["name"]: e for e in info["environment"]}
     assert env["CCL_WORKER_OFFLOAD"]["value"] == "0" and env["CCL_WORKER_OFFLOAD"]["source"] == "ccl-core default"
+    # a real 2-rank group made by info: what it agreed, beside what the environment asks for
+    assert info["group"]["ranks"] == 2 and info["group"]["shared_memory"] == "on", info["group"]
+
+
+def test_info_reports_the_groups_decision_not_only_the_variable(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "ccl_core.info", "--ranks", "3"], env=dict(clean_env(), CCL_CORE_SHM="0"),
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    group = next(line for line in out.stdout.splitlines() if line.startswith("group"))
+    assert group.startswith("group         3 local ranks agreed: shared-memory path off: rank "), group
+    assert "has CCL_CORE_SHM=0, 3 on this host, oversubscribed" in group, group
 
 
 def test_user_setting_wins_over_our_default(tmp_path):

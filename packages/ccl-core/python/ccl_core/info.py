@@ -1,9 +1,13 @@
-"""python -m ccl_core.info [--json]: versions, library paths, transport and the effective oneCCL environment."""
+"""python -m ccl_core.info [--json] [--ranks N]: versions, library paths, transport, the effective oneCCL environment,
+and what a group of N local ranks (2 by default; 0 skips it) agrees on when it is made here."""
 from __future__ import annotations
 
 import json
 import os
 import sys
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 
 
 def loaded_library(fragment: str) -> str | None:
@@ -18,9 +22,28 @@ def loaded_library(fragment: str) -> str | None:
     return None
 
 
-def collect() -> dict:
+def _agreed_by(rank: int, size: int, store_dir: str) -> dict:
     import ccl_core
 
+    comm = ccl_core.Communicator(ccl_core.FileStore(store_dir), rank, size, timeout=60, name="info")
+    return comm.agreed
+
+
+def group_agreement(size: int) -> dict:
+    """Makes a real group of `size` ranks on this host (fresh processes, this environment) and returns what rank 0's
+    communicator settled on: the environment says what each rank asks for, the group decides (one rank with
+    CCL_CORE_SHM=0, or too small a /dev/shm, takes every rank to oneCCL)."""
+    with tempfile.TemporaryDirectory(prefix="ccl-info-") as store_dir:
+        with ProcessPoolExecutor(size, mp_context=get_context("spawn")) as pool:
+            agreed = list(pool.map(_agreed_by, range(size), [size] * size, [store_dir] * size))
+    return dict(agreed[0], ranks=size)
+
+
+def collect(ranks: int = 2) -> dict:
+    import ccl_core
+
+    # first, so that its ranks start from the user's environment, not the one our defaults fill in below
+    group = group_agreement(ranks) if ranks > 1 else None
     user_set = {name for name, _, _ in ccl_core.env_defaults() if name in os.environ}
     ccl_core.initialize_runtime()  # applies our defaults, as a communicator would
     effective = dict(ccl_core.effective_environment())
@@ -41,11 +64,12 @@ def collect() -> dict:
         "transport": {"atl": effective["CCL_ATL_TRANSPORT"],
                       "shared_memory": effective["CCL_ATL_SHM"] == "1",
                       "fi_provider": os.environ.get("FI_PROVIDER", "(oneCCL's choice)"),
-                      # ccl-core's own allreduce for groups whose ranks share a host (docs/performance.md)
-                      "shared_memory_allreduce": os.environ.get("CCL_CORE_SHM", "1") != "0"},
+                      # what this process asks for; "group" below says what a group agreed on
+                      "ccl_core_shared_memory": os.environ.get("CCL_CORE_SHM", "1") != "0"},
         # the reduction kernels' instruction-set level (CCL_CORE_KERNEL forces one of the supported)
         "kernels": {"level": ccl_core.kernel_level(), "supported": ccl_core.supported_kernel_levels()},
         "progress": ccl_core.progress_mode(),  # CCL_CORE_PROGRESS: who moves async operations
+        "group": group,
         "environment": environment,
         "other_variables": others,
     }
@@ -53,7 +77,8 @@ def collect() -> dict:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    info = collect()
+    ranks = int(argv[argv.index("--ranks") + 1]) if "--ranks" in argv else 2
+    info = collect(ranks)
     if "--json" in argv:
         print(json.dumps(info, indent=2))
         return 0
@@ -70,6 +95,11 @@ def main(argv=None) -> int:
     what = ("a background thread moves async operations" if info["progress"] == "thread"
             else "async operations move inside test()/wait() only")
     print(f"progress      {info['progress']} ({what})")
+    g = info["group"]
+    if g:
+        print(f"group         {g['ranks']} local ranks agreed: shared-memory path {g['shared_memory']}, "
+              f"{g['local_ranks']} on this host, {'oversubscribed' if g['oversubscribed'] else 'a core each'}, "
+              f"kernels {g['kernels']}, progress {g['progress']}")
     print("environment:")
     for e in info["environment"]:
         print(f"  {e['name']}={e['value']}  [{e['source']}]")
