@@ -11,21 +11,23 @@ EngineOperation::EngineOperation(std::shared_ptr<Engine> engine, std::string op,
                                  std::function<void()> finish)
     : engine_(std::move(engine)), op_(std::move(op)), peers_(std::move(peers)), finish_(std::move(finish)) {}
 
-void EngineOperation::fail(std::exception_ptr error) {
+void EngineOperation::fail(std::exception_ptr error, const std::string& abort_reason) {
     {
         std::lock_guard<std::mutex> lock(mutex_);
         if (!failure_) failure_ = error;
         error = failure_;
     }
+    // only now: a thread that tests this op once the engine is aborted must find the op's own failure
+    engine_->abort(abort_reason);
     std::rethrow_exception(error);
 }
 
 void EngineOperation::check_local_peers() {
     const std::string dead = engine_->dead_local_peer();
     if (dead.empty()) return;
-    engine_->abort(dead + " died during " + op_);
     fail(std::make_exception_ptr(BackendError(op_ + " on " + engine_->describe() + ": " + dead + " on this host died; "
-                                              "the communicator is aborted; create a new one to continue.")));
+                                              "the communicator is aborted; create a new one to continue.")),
+         dead + " died during " + op_);
 }
 
 void EngineOperation::move_in_background() {
@@ -67,15 +69,15 @@ bool EngineOperation::test() {
     try {
         ready = step();
     } catch (const InvalidArgument& e) {  // the ranks disagree: their sequence of operations is out of step now
-        engine_->abort(op_ + " was called differently on different ranks");
         lock.unlock();
         fail(std::make_exception_ptr(
-            InvalidArgument(std::string(e.what()) + ". The communicator is aborted; create a new one to continue.")));
+                 InvalidArgument(std::string(e.what()) + ". The communicator is aborted; create a new one to continue.")),
+             op_ + " was called differently on different ranks");
     } catch (const std::exception& e) {
-        engine_->abort(op_ + " failed");
         lock.unlock();
         fail(std::make_exception_ptr(
-            BackendError(op_ + " on " + engine_->describe() + " failed" + engine_name() + ": " + e.what())));
+                 BackendError(op_ + " on " + engine_->describe() + " failed" + engine_name() + ": " + e.what())),
+             op_ + " failed");
     }
     if (!ready) return false;
     if (finish_) finish_();
@@ -177,11 +179,11 @@ void EngineOperation::wait(std::optional<std::chrono::milliseconds> timeout, con
 }
 
 void EngineOperation::expire(std::chrono::milliseconds waited) {
-    engine_->abort(op_ + " timed out after " + std::to_string(waited.count()) + " ms");
     fail(std::make_exception_ptr(Timeout(op_ + " on " + engine_->describe() + " did not complete within " +
                                          std::to_string(waited.count()) + " ms; waiting for " + peers_ +
                                          ": a peer died, hangs, or did not call " + op_ +
-                                         ". The communicator is aborted; create a new one to continue.")));
+                                         ". The communicator is aborted; create a new one to continue.")),
+         op_ + " timed out after " + std::to_string(waited.count()) + " ms");
 }
 
 bool EngineOperation::completed() const {

@@ -178,8 +178,8 @@ protected:
     virtual const char* engine_name() const { return " in oneCCL"; }
 
 private:
-    // Keeps `error` as this op's failure (the first one wins) and throws it.
-    [[noreturn]] void fail(std::exception_ptr error);
+    // Keeps `error` as this op's failure (the first one wins), aborts the engine for `abort_reason`, and throws it.
+    [[noreturn]] void fail(std::exception_ptr error, const std::string& abort_reason);
     // The failure for a same-host peer that died, if one did (the engine is aborted).
     void check_local_peers();
 
