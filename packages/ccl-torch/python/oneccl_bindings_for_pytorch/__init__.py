@@ -7,16 +7,24 @@ oneccl_bindings_for_pytorch).
 `import oneccl_bindings_for_pytorch` (or `import torch_ccl`) also registers it, as with the original.
 """
 import os as _os
-
-import torch as _torch
+from importlib import metadata as _metadata
 
 from ._build_info import __version__, built_with_torch
 
-if _torch.__version__.split("+")[0] != built_with_torch.split("+")[0]:
+
+def _minor(version: str) -> str:
+    return ".".join(version.split("+")[0].split(".")[:2])
+
+
+# Checked before torch is imported: a torch of another minor may not even import beside this extension.
+_installed_torch = _metadata.version("torch")
+if _minor(_installed_torch) != _minor(built_with_torch):
     raise ImportError(
         f"oneccl_bindings_for_pytorch {__version__} was built for torch {built_with_torch}, but torch "
-        f"{_torch.__version__} is installed; install the ccl-torch build for torch {_torch.__version__} "
-        f"(or rebuild: pip install --no-build-isolation ccl-torch)")
+        f"{_installed_torch} is installed; install ccl-torch=={_minor(_installed_torch)}.* (one release per torch "
+        f"minor), or torch=={_minor(built_with_torch)}.*, or rebuild: pip install --no-build-isolation ccl-torch")
+
+import torch as _torch  # noqa: E402
 
 import ccl_core as _ccl_core  # noqa: E402,F401  (loads oneCCL and libccl_core before our extension)
 
