@@ -1,12 +1,15 @@
-"""Render every conda recipe for every variant, offline, and check it against the pip packaging.
+"""Render every conda recipe for every variant, offline, and check it against conda-forge and the pip packaging.
 
     python ci/check_recipes.py [--root DIR]      # exit 1 and one line per problem when anything is off
 
 Checks: every package under packages/ has recipes/<package>/recipe.yaml; each renders for every variant of
 recipes/conda_build_config.yaml (template and schema errors fail); the recipe's version equals the package's
-(meson.build `project(version:)`, which pyproject.toml takes as its dynamic version); pins of oneCCL and Intel MPI
-equal the pip pins; ccl-torch pins the exact ccl-core it is built with; the test section runs the package on 2
-ranks. conda itself cannot run here (no channel is reachable), so nothing is built.
+(meson.build `project(version:)`; ccl-torch's goes in lockstep with torch: <pytorch variant>.<release>); every
+exact pin of an Intel package, and every pytorch variant, is a version conda-forge has (CONDA_FORGE below, with
+where each was confirmed); a conda pin that differs from the pip pin is explained in recipes/README.md; torch
+extensions follow conda-forge's convention (pytorch in host, no pytorch in run: its run_exports pin it); ccl-torch
+pins the exact ccl-core it is built with; the test section runs the package on 2 ranks. conda itself cannot run here
+(no conda channel is reachable), so nothing is built: ci/build-conda does that where one is.
 """
 from __future__ import annotations
 
@@ -22,6 +25,16 @@ from rattler_build import JinjaConfig, RenderConfig, Stage0Recipe, VariantConfig
 CONDA_NAME = {"oneccl-cpu": "oneccl", "oneccl-cpu-devel": "oneccl-devel", "impi-rt": "impi_rt",
               "oneccl": "oneccl", "intel-sycl-rt": "intel-sycl-rt"}
 
+# What conda-forge has, looked up on anaconda.org/conda-forge/<name>/files (December 2026); recipes/README.md
+# gives the pages. Only versions a recipe may pin are listed.
+CONDA_FORGE = {
+    "oneccl": {"2021.16.0"},
+    "oneccl-devel": {"2021.16.0"},
+    "impi_rt": {"2021.16.0", "2021.17.0", "2021.17.2", "2021.18.0"},
+    "impi-devel": {"2021.16.0", "2021.17.0", "2021.17.2", "2021.18.0"},
+    "intel-sycl-rt": {"2025.2.0", "2025.3.1", "2025.3.2"},
+    "pytorch": {"2.10", "2.11", "2.12"},  # minors (the variants); 2.12.1 is the newest release
+}
 
 def package_version(pkg_dir: Path) -> str:
     m = re.search(r"project\([^)]*?version:\s*'([^']+)'", (pkg_dir / "meson.build").read_text(), re.S)
@@ -65,10 +78,26 @@ def test_runs_package(rendered: dict) -> bool:
     return False
 
 
+def explained(root: Path, conda_name: str, conda_version: str, pip_version: str) -> bool:
+    """recipes/README.md names both versions of a pin that differs between conda and pip."""
+    readme = root / "recipes" / "README.md"
+    text = readme.read_text() if readme.is_file() else ""
+    return any(conda_name in line and conda_version in line and pip_version in line for line in text.splitlines())
+
+
+def requirement_names(rendered: dict, section: str) -> set[str]:
+    specs = (rendered.get("requirements", {}) or {}).get(section, []) or []
+    return {re.split(r"[\s=<>!]", str(spec).strip(), maxsplit=1)[0].lower() for spec in specs}
+
+
 def check(root: Path) -> list[str]:
     problems = []
     recipes = root / "recipes"
     variants = VariantConfig.from_conda_build_config(recipes / "conda_build_config.yaml", JinjaConfig())
+    for minor in variants.get("pytorch") or []:
+        if str(minor) not in CONDA_FORGE["pytorch"]:
+            problems.append(f"conda_build_config.yaml: pytorch {minor} is not on conda-forge "
+                            f"(it has {', '.join(sorted(CONDA_FORGE['pytorch']))})")
     packages = sorted(p for p in (root / "packages").iterdir() if (p / "pyproject.toml").is_file())
     if not packages:
         return [f"no packages found under {root / 'packages'}"]
@@ -91,16 +120,34 @@ def check(root: Path) -> list[str]:
         for variant in rendered:
             r = variant.recipe.to_dict()
             label = f"{name} [{', '.join(f'{k}={v}' for k, v in sorted(variant.variant.items()) if k != 'target_platform')}]"
-            if str(r["package"]["version"]) != version:
-                problems.append(f"{label}: version {r['package']['version']} differs from the package's {version}")
+            expected = version
+            if name == "ccl-torch":  # lockstep with torch: the variant's minor, our release
+                expected = f"{variant.variant['pytorch']}.{version.split('.')[2]}"
+            if str(r["package"]["version"]) != expected:
+                problems.append(f"{label}: version {r['package']['version']} differs from the package's {expected}")
             conda_pins = requirement_pins(r)
+            for conda_name, conda_version in conda_pins.items():
+                if conda_name in CONDA_FORGE and conda_version not in CONDA_FORGE[conda_name]:
+                    problems.append(f"{label}: {conda_name} =={conda_version} is not a version conda-forge has "
+                                    f"({', '.join(sorted(CONDA_FORGE[conda_name]))})")
             for pypi_name, pip_version in pins.items():
-                conda_name = CONDA_NAME.get(pypi_name, pypi_name)
-                if conda_name in conda_pins and conda_pins[conda_name] != pip_version:
+                conda_name = CONDA_NAME.get(pypi_name)
+                if conda_name is None:
+                    continue
+                if conda_name not in conda_pins:
+                    if pypi_name != "oneccl-cpu-devel":
+                        problems.append(f"{label}: {conda_name} is not pinned (pip pins {pypi_name}=={pip_version})")
+                    continue
+                if conda_pins[conda_name] != pip_version and not explained(root, conda_name, conda_pins[conda_name],
+                                                                           pip_version):
                     problems.append(f"{label}: {conda_name} =={conda_pins[conda_name]} differs from pip's "
-                                    f"{pypi_name}=={pip_version}")
-                if pypi_name in CONDA_NAME and conda_name not in conda_pins and pypi_name != "oneccl-cpu-devel":
-                    problems.append(f"{label}: {conda_name} is not pinned (pip pins {pypi_name}=={pip_version})")
+                                    f"{pypi_name}=={pip_version} and recipes/README.md does not explain it")
+            if "pytorch" in variant.variant:  # conda-forge's torch-extension convention
+                if "pytorch" not in requirement_names(r, "host"):
+                    problems.append(f"{label}: pytorch is not in host (its run_exports give the run pin)")
+                if "pytorch" in requirement_names(r, "run"):
+                    problems.append(f"{label}: pytorch is in run; conda-forge leaves the run pin to pytorch's "
+                                    f"run_exports")
             if name != "ccl-core" and "ccl-core" in pins and conda_pins.get("ccl-core") != pins["ccl-core"]:
                 problems.append(f"{label}: ccl-core pin {conda_pins.get('ccl-core')} is not the exact ccl-core "
                                 f"{pins['ccl-core']} it builds with")

@@ -1,6 +1,8 @@
 """The offline recipe check passes on the real recipes and fails, naming the problem, on broken ones."""
 import importlib.util
+import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ spec.loader.exec_module(check_recipes)
 @pytest.fixture
 def tree(tmp_path):
     """A copy of what the check reads: recipes/ and each package's pyproject.toml and meson.build."""
-    shutil.copytree(ROOT / "recipes", tmp_path / "recipes")
+    shutil.copytree(ROOT / "recipes", tmp_path / "recipes")  # README.md included: it explains pins
     for pkg in (ROOT / "packages").iterdir():
         if (pkg / "pyproject.toml").is_file():
             (tmp_path / "packages" / pkg.name).mkdir(parents=True)
@@ -39,9 +41,11 @@ def test_every_variant_is_rendered(tree):
     variants = VariantConfig.from_conda_build_config(tree / "recipes" / "conda_build_config.yaml", JinjaConfig())
     rendered = Stage0Recipe.from_file(tree / "recipes" / "ccl-torch" / "recipe.yaml").render(variants, RenderConfig())
     combos = {(v.variant["python"], v.variant["pytorch"]) for v in rendered}
-    assert combos == {(p, t) for p in ("3.10", "3.11", "3.12") for t in ("2.12", "2.13")}
+    assert combos == {(p, "2.12") for p in ("3.10", "3.11", "3.12", "3.13")}
     strings = {v.recipe.to_dict()["build"]["string"] for v in rendered}
-    assert all(s.startswith("cpu_torch2") for s in strings) and len(strings) == 6
+    assert all(s.startswith("cpu_torch212_py3") for s in strings) and len(strings) == 4
+    # lockstep: the build for pytorch 2.12 is ccl-torch 2.12.<release>
+    assert {str(v.recipe.to_dict()["package"]["version"]) for v in rendered} == {"2.12.0"}
 
 
 def test_template_error_fails(tree):
@@ -50,21 +54,46 @@ def test_template_error_fails(tree):
 
 
 def test_version_mismatch_fails(tree):
-    edit(tree / "recipes" / "ccl-torch" / "recipe.yaml", 'version: "0.1.0"', 'version: "0.2.0"')
+    edit(tree / "recipes" / "ccl-core" / "recipe.yaml", 'version: "0.1.0"', 'version: "0.2.0"')
     problems = check_recipes.check(tree)
-    assert any("ccl-torch [" in p and "version 0.2.0 differs from the package's 0.1.0" in p for p in problems)
+    assert any("ccl-core [" in p and "version 0.2.0 differs from the package's 0.1.0" in p for p in problems)
 
 
-def test_pin_mismatch_fails(tree):
-    edit(tree / "recipes" / "ccl-core" / "recipe.yaml", 'oneccl_version: "2021.16.2"', 'oneccl_version: "2021.17.0"')
+def test_ccl_torch_release_out_of_step_fails(tree):
+    edit(tree / "recipes" / "ccl-torch" / "recipe.yaml", 'release: "0"', 'release: "1"')
     problems = check_recipes.check(tree)
-    assert any("oneccl ==2021.17.0 differs from pip's oneccl-cpu==2021.16.2" in p for p in problems)
+    assert any("ccl-torch [" in p and "version 2.12.1 differs from the package's 2.12.0" in p for p in problems)
+
+
+def test_a_pin_conda_forge_lacks_fails(tree):
+    edit(tree / "recipes" / "ccl-core" / "recipe.yaml", 'oneccl_version: "2021.16.0"', 'oneccl_version: "2021.16.2"')
+    problems = check_recipes.check(tree)
+    assert any("oneccl ==2021.16.2 is not a version conda-forge has (2021.16.0)" in p for p in problems)
+
+
+def test_an_unexplained_difference_from_pip_fails(tree):
+    readme = tree / "recipes" / "README.md"
+    readme.write_text("\n".join(l for l in readme.read_text().splitlines() if "impi_rt" not in l))
+    problems = check_recipes.check(tree)
+    assert any("impi_rt ==2021.18.0 differs from pip's impi-rt==2021.18.1 and recipes/README.md does not explain it"
+               in p for p in problems)
+
+
+def test_a_pytorch_variant_conda_forge_lacks_fails(tree):
+    edit(tree / "recipes" / "conda_build_config.yaml", '  - "2.12"', '  - "2.12"\n  - "2.13"')
+    assert any("pytorch 2.13 is not on conda-forge" in p for p in check_recipes.check(tree))
+
+
+def test_pytorch_in_run_breaks_the_convention(tree):
+    edit(tree / "recipes" / "ccl-torch" / "recipe.yaml", "  run:\n    - python\n",
+         "  run:\n    - python\n    - pytorch ${{ pytorch }}.*\n")
+    problems = check_recipes.check(tree)
+    assert any("pytorch is in run; conda-forge leaves the run pin to pytorch's run_exports" in p for p in problems)
 
 
 def test_inexact_ccl_core_pin_fails(tree):
-    edit(tree / "recipes" / "ccl-torch" / "recipe.yaml", "    - ccl-core ==${{ core_version }}\n  run_constraints",
-         "    - ccl-core >=0.1\n  run_constraints")
-    edit(tree / "recipes" / "ccl-torch" / "recipe.yaml", "    - ccl-core ==${{ core_version }}", "    - ccl-core >=0.1")
+    recipe = tree / "recipes" / "ccl-torch" / "recipe.yaml"
+    recipe.write_text(recipe.read_text().replace("    - ccl-core ==${{ core_version }}", "    - ccl-core >=0.1"))
     assert any("is not the exact ccl-core 0.1.0" in p for p in check_recipes.check(tree))
 
 
@@ -96,3 +125,11 @@ def test_recipe_smoke_tests_pass_here(cmd, expect):
     out = subprocess.run([sys.executable, *cmd], cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stdout + out.stderr
     assert expect in out.stdout
+
+
+def test_build_conda_says_plainly_when_no_channel_is_reachable():
+    out = subprocess.run([str(ROOT / "ci" / "build-conda")], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "CONDA_CHANNEL": "https://conda.invalid/conda-forge"})
+    assert out.returncode == 0, out.stderr
+    assert "cannot build here: the conda channel https://conda.invalid/conda-forge is not reachable" in out.stderr
+    assert "nothing was built" in out.stderr
