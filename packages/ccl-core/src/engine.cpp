@@ -73,7 +73,7 @@ Engine::Engine(std::shared_ptr<Store> store, int rank, int size, CommunicatorOpt
 
 std::shared_ptr<Engine> Engine::create(std::shared_ptr<Store> store, int rank, int size,
                                        const CommunicatorOptions& options, EngineSettings settings) {
-    const std::string where = settings.kind + "::create";
+    const std::string where = "creating a " + settings.kind;  // "creating a device communicator: ..."
     if (!store) throw InvalidArgument(where + ": store is null");
     if (size < 1) throw InvalidArgument(where + ": size must be >= 1, got " + std::to_string(size));
     if (rank < 0 || rank >= size) {
