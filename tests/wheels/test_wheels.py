@@ -119,13 +119,34 @@ def test_a_wrong_torch_is_refused_naming_both_versions(tmp_path):
     ok(run(python, "-m", "pip", "install", "--only-binary", ":all:", pin("oneccl-cpu"), pin("impi-rt"), "numpy"))
     # --isolated: only dist/, not the machine's pip configuration (which offers torch 2.13)
     refused = run(python, "-m", "pip", "install", "--isolated", "--no-index", "--find-links", DIST, "--only-binary",
-                  ":all:", "ccl-torch")
+                  ":all:", "ccl-torch==2.13.*")
     assert refused.returncode != 0, refused.stdout
     assert "ccl-torch 2.13.0 depends on torch==2.13.*" in refused.stdout, refused.stdout + refused.stderr
     # forced past pip, pip check names both versions, and the import refuses before torch is even imported
-    install_ours(python, "--no-deps", "ccl-core", "ccl-torch")
+    install_ours(python, "--no-deps", "ccl-core", "ccl-torch==2.13.*")
     check = run(python, "-m", "pip", "check")
     assert "ccl-torch 2.13.0 has requirement torch==2.13.*, but you have torch 2.14.1" in check.stdout, check.stdout
     out = run(python, "-c", "import oneccl_bindings_for_pytorch", cwd=tmp_path)
     assert out.returncode != 0
     assert "was built for torch 2.13.0+cpu, but torch 2.14.1 is installed" in out.stderr, out.stderr
+
+
+def other_torch_wheels() -> list[Path]:
+    """ccl-torch wheels for a torch other than .venv's (CCL_WHEELS_TORCH=2.14.1 ci/wheels builds them)."""
+    return [w for w in sorted(DIST.glob("ccl_torch-*-cp311-*.whl")) if not w.name.startswith("ccl_torch-2.13.")]
+
+
+@pytest.mark.skipif(not other_torch_wheels(), reason="no ccl-torch wheel for another torch in dist/ (opt-in: "
+                                                     "CCL_WHEELS_TORCH=2.14.1 ci/wheels, several GB of CUDA torch)")
+def test_ccl_torch_wheel_for_another_torch_trains_ddp(tmp_path):
+    built = other_torch_wheels()[-1]
+    ours = built.name.split("-")[1]  # 2.14.0
+    minor = ".".join(ours.split(".")[:2])
+    python = new_venv(sys.executable, tmp_path / "venv")
+    ok(run(python, "-m", "pip", "install", "--only-binary", ":all:", f"torch=={minor}.*", pin("oneccl-cpu"),
+           pin("impi-rt"), "numpy", timeout=1800))
+    install_ours(python, f"ccl-torch=={ours}")
+    port = ok(run(python, "-c", "from ccl_core._bootstrap import free_port; print(free_port())")).strip()
+    out = ok(run(python.parent / "torchrun", "--nproc-per-node", "2", "--master-port", port,
+                 ROOT / "examples" / "ddp_train.py", cwd=tmp_path))
+    assert "DDP on backend 'ccl' with 2 ranks" in out and "replicas identical: True" in out, out
