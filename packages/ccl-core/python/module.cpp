@@ -3,8 +3,11 @@
 // ValueError on the calling rank rather than memory oneCCL reads or writes out of bounds.
 #include <ccl_core/communicator.hpp>
 #include <ccl_core/errors.hpp>
-#include <ccl_core/runtime.hpp>
 #include <ccl_core/store.hpp>
+#include <ccl_core/python/py_request.hpp>
+
+#include "kernels/elementwise.hpp"
+#include "oneccl/runtime.hpp"
 
 #include <pybind11/chrono.h>
 #include <pybind11/functional.h>
@@ -98,84 +101,11 @@ void check_count(const char* op, const char* name, const Buffer& b, std::size_t 
 
 // ---- requests ----------------------------------------------------------------------------------------------
 
-// A Request plus the buffers it reads and writes, kept alive until it is done, even when Python drops it first.
-struct PyRequest {
-    Request request;
-    std::vector<Buffer> buffers;
+using python::PyRequest;
+using python::to_ms;
 
-    PyRequest(Request r, std::vector<Buffer> b) : request(std::move(r)), buffers(std::move(b)) {}
-    PyRequest(PyRequest&&) = default;
-    PyRequest& operator=(PyRequest&&) = delete;
-    ~PyRequest();
-
-    void wait(std::optional<std::chrono::milliseconds> timeout) {
-        auto check_signals = [] {
-            py::gil_scoped_acquire gil;
-            if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-        };
-        {
-            py::gil_scoped_release no_gil;
-            request.wait(timeout, check_signals);
-        }
-        buffers.clear();
-    }
-    bool test() {
-        bool done = request.test();
-        if (done) buffers.clear();
-        return done;
-    }
-    // test() for requests nobody holds: an error counts as done (no one is left to raise it to)
-    bool finished() noexcept {
-        try {
-            return test();
-        } catch (...) {
-            buffers.clear();
-            return true;
-        }
-    }
-};
-
-// Requests dropped by Python before they completed. oneCCL and the shared-memory queue hold raw pointers into
-// their buffers, so the buffers stay here until the operation is done; finished ones are released whenever a
-// request is made or dropped (the GIL is held then). Never destroyed: whatever is unfinished at interpreter
-// exit is left alone on purpose rather than freed under a running operation.
-std::vector<std::unique_ptr<PyRequest>>& orphans() {
-    static auto* unfinished = new std::vector<std::unique_ptr<PyRequest>>();
-    return *unfinished;
-}
-
-void release_finished_orphans() {
-    auto& list = orphans();
-    for (std::size_t i = 0; i < list.size();) {
-        if (list[i]->finished()) {
-            list.erase(list.begin() + static_cast<std::ptrdiff_t>(i));
-        } else {
-            ++i;
-        }
-    }
-}
-
-PyRequest::~PyRequest() {
-    if (buffers.empty() || request.completed()) return;
-    orphans().push_back(std::make_unique<PyRequest>(std::move(request), std::move(buffers)));
-    buffers.clear();
-}
-
-py::object finish(PyRequest&& r, bool async_op) {
-    release_finished_orphans();
-    auto req = std::make_shared<PyRequest>(std::move(r));
-    if (async_op) {
-        req->request.move_in_background();  // moves while Python computes
-        return py::cast(req);
-    }
-    req->wait(std::nullopt);
-    return py::none();
-}
-
-std::optional<std::chrono::milliseconds> to_ms(const std::optional<double>& seconds) {
-    if (!seconds) return std::nullopt;
-    if (*seconds < 0) throw InvalidArgument("timeout must be >= 0 seconds");
-    return std::chrono::milliseconds(static_cast<long long>(*seconds * 1000.0));
+py::object finish(Request request, std::vector<Buffer> buffers, bool async_op) {
+    return PyRequest::finish(std::move(request), python::hold_with_gil(std::move(buffers)), async_op);
 }
 
 // ---- stores ------------------------------------------------------------------------------------------------
@@ -258,6 +188,8 @@ PYBIND11_MODULE(_ccl_core, m) {
     m.def("supported_kernel_levels", &supported_kernel_levels, "Kernel levels this build has and this CPU runs");
     m.def("progress_mode", &progress_mode,
           "How async operations move: 'thread' (in the background) or 'caller' (inside test/wait), CCL_CORE_PROGRESS");
+    m.def("_stop_completions", &stop_completions, py::call_guard<py::gil_scoped_release>(),
+          "Stop running completions on the progress thread (registered with atexit: they may touch Python objects)");
     m.def("initialize_runtime", &initialize_runtime, "Apply ccl-core's oneCCL defaults and initialise oneCCL");
     m.def("env_defaults", [] {
         py::list out;
@@ -298,13 +230,7 @@ PYBIND11_MODULE(_ccl_core, m) {
         // keep_alive: a store written in Python must outlive every C++ holder, or its overrides vanish
         .def(py::init<std::string, std::shared_ptr<Store>>(), py::arg("prefix"), py::arg("store"), py::keep_alive<1, 3>());
 
-    py::class_<PyRequest, std::shared_ptr<PyRequest>>(m, "Request", "An operation in flight (async_op=True)")
-        .def("test", &PyRequest::test, "True when done; never blocks; raises the operation's error")
-        .def("wait", [](PyRequest& r, std::optional<double> timeout) { r.wait(to_ms(timeout)); },
-             py::arg("timeout") = py::none(),
-             "Wait up to timeout seconds (default: the communicator's); raises CclTimeoutError")
-        .def_property_readonly("completed", [](const PyRequest& r) { return r.request.completed(); })
-        .def_property_readonly("op", [](const PyRequest& r) { return r.request.op_name(); });
+    PyRequest::bind(m);
 
     py::class_<Communicator, CommPtr>(m, "Communicator")
         .def(py::init([](std::shared_ptr<Store> store, int rank, int size, double timeout, const std::string& name) {
@@ -355,8 +281,7 @@ PYBIND11_MODULE(_ccl_core, m) {
             check_same_dtype(name, s, r);
             check_count(name, "recv", r, s.count, "same as send");
             ReduceOp rop = parse_reduce_op(op);
-            PyRequest req{c->allreduce(s.ptr, r.ptr, s.count, s.dtype, rop), {s, r}};
-            return finish(std::move(req), async_op);
+            return finish(c->allreduce(s.ptr, r.ptr, s.count, s.dtype, rop), std::vector<Buffer>{s, r}, async_op);
         }, py::arg("send"), py::arg("recv") = py::none(), py::arg("op") = "sum", py::arg("async_op") = false,
            py::arg("dtype") = py::none(), "Reduce `send` over all ranks into `recv` (in place when recv is None)")
 
@@ -367,15 +292,13 @@ PYBIND11_MODULE(_ccl_core, m) {
             check_same_dtype(name, s, r);
             check_count(name, "recv", r, s.count, "same as send");
             ReduceOp rop = parse_reduce_op(op);
-            PyRequest req{c->reduce(s.ptr, r.ptr, s.count, s.dtype, rop, root), {s, r}};
-            return finish(std::move(req), async_op);
+            return finish(c->reduce(s.ptr, r.ptr, s.count, s.dtype, rop, root), std::vector<Buffer>{s, r}, async_op);
         }, py::arg("send"), py::arg("recv") = py::none(), py::arg("root") = 0, py::arg("op") = "sum",
            py::arg("async_op") = false, py::arg("dtype") = py::none(), "Reduce onto `root` (recv meaningful there)")
 
         .def("broadcast", [](const CommPtr& c, py::object buffer, int root, bool async_op, OptStr dtype) {
             Buffer b = take_buffer(buffer, true, dtype, "broadcast", "buffer");
-            PyRequest req{c->broadcast(b.ptr, b.count, b.dtype, root), {b}};
-            return finish(std::move(req), async_op);
+            return finish(c->broadcast(b.ptr, b.count, b.dtype, root), std::vector<Buffer>{b}, async_op);
         }, py::arg("buffer"), py::arg("root") = 0, py::arg("async_op") = false, py::arg("dtype") = py::none())
 
         .def("allgather", [](const CommPtr& c, py::object send, py::object recv, bool async_op, OptStr dtype) {
@@ -384,8 +307,7 @@ PYBIND11_MODULE(_ccl_core, m) {
             Buffer r = take_buffer(recv, true, dtype, name, "recv");
             check_same_dtype(name, s, r);
             check_count(name, "recv", r, s.count * c->size(), "send's count x group size");
-            PyRequest req{c->allgather(s.ptr, r.ptr, s.count, s.dtype), {s, r}};
-            return finish(std::move(req), async_op);
+            return finish(c->allgather(s.ptr, r.ptr, s.count, s.dtype), std::vector<Buffer>{s, r}, async_op);
         }, py::arg("send"), py::arg("recv"), py::arg("async_op") = false, py::arg("dtype") = py::none())
 
         .def("allgatherv", [](const CommPtr& c, py::object send, py::object recv, std::vector<std::size_t> recv_counts, bool async_op, OptStr dtype) {
@@ -396,8 +318,7 @@ PYBIND11_MODULE(_ccl_core, m) {
             std::size_t sum = 0;
             for (auto n : recv_counts) sum += n;
             check_count(name, "recv", r, sum, "sum of recv_counts");
-            PyRequest req{c->allgatherv(s.ptr, s.count, r.ptr, recv_counts, s.dtype), {s, r}};
-            return finish(std::move(req), async_op);
+            return finish(c->allgatherv(s.ptr, s.count, r.ptr, recv_counts, s.dtype), std::vector<Buffer>{s, r}, async_op);
         }, py::arg("send"), py::arg("recv"), py::arg("recv_counts"), py::arg("async_op") = false, py::arg("dtype") = py::none())
 
         .def("reduce_scatter", [](const CommPtr& c, py::object send, py::object recv, const std::string& op, bool async_op, OptStr dtype) {
@@ -407,8 +328,7 @@ PYBIND11_MODULE(_ccl_core, m) {
             check_same_dtype(name, s, r);
             check_count(name, "send", s, r.count * c->size(), "recv's count x group size");
             ReduceOp rop = parse_reduce_op(op);
-            PyRequest req{c->reduce_scatter(s.ptr, r.ptr, r.count, s.dtype, rop), {s, r}};
-            return finish(std::move(req), async_op);
+            return finish(c->reduce_scatter(s.ptr, r.ptr, r.count, s.dtype, rop), std::vector<Buffer>{s, r}, async_op);
         }, py::arg("send"), py::arg("recv"), py::arg("op") = "sum", py::arg("async_op") = false, py::arg("dtype") = py::none())
 
         .def("alltoall", [](const CommPtr& c, py::object send, py::object recv, bool async_op, OptStr dtype) {
@@ -421,8 +341,7 @@ PYBIND11_MODULE(_ccl_core, m) {
                 throw InvalidArgument("alltoall: send has " + std::to_string(s.count) + " elements, not a multiple of the group size " + std::to_string(n));
             }
             check_count(name, "recv", r, s.count, "same as send");
-            PyRequest req{c->alltoall(s.ptr, r.ptr, s.count / n, s.dtype), {s, r}};
-            return finish(std::move(req), async_op);
+            return finish(c->alltoall(s.ptr, r.ptr, s.count / n, s.dtype), std::vector<Buffer>{s, r}, async_op);
         }, py::arg("send"), py::arg("recv"), py::arg("async_op") = false, py::arg("dtype") = py::none())
 
         .def("alltoallv", [](const CommPtr& c, py::object send, std::vector<std::size_t> send_counts, py::object recv, std::vector<std::size_t> recv_counts, bool async_op, OptStr dtype) {
@@ -435,8 +354,7 @@ PYBIND11_MODULE(_ccl_core, m) {
             for (auto n : recv_counts) rsum += n;
             check_count(name, "send", s, ssum, "sum of send_counts");
             check_count(name, "recv", r, rsum, "sum of recv_counts");
-            PyRequest req{c->alltoallv(s.ptr, send_counts, r.ptr, recv_counts, s.dtype), {s, r}};
-            return finish(std::move(req), async_op);
+            return finish(c->alltoallv(s.ptr, send_counts, r.ptr, recv_counts, s.dtype), std::vector<Buffer>{s, r}, async_op);
         }, py::arg("send"), py::arg("send_counts"), py::arg("recv"), py::arg("recv_counts"), py::arg("async_op") = false,
            py::arg("dtype") = py::none())
 
@@ -452,8 +370,7 @@ PYBIND11_MODULE(_ccl_core, m) {
                 rptr = r.ptr;
                 keep.push_back(r);
             }
-            PyRequest req{c->gather(s.ptr, rptr, s.count, s.dtype, root), keep};
-            return finish(std::move(req), async_op);
+            return finish(c->gather(s.ptr, rptr, s.count, s.dtype, root), keep, async_op);
         }, py::arg("send"), py::arg("recv") = py::none(), py::arg("root") = 0, py::arg("async_op") = false,
            py::arg("dtype") = py::none(), "Gather every rank's `send` into `recv` on root (recv needed on root only)")
 
@@ -469,26 +386,22 @@ PYBIND11_MODULE(_ccl_core, m) {
                 sptr = s.ptr;
                 keep.push_back(s);
             }
-            PyRequest req{c->scatter(sptr, r.ptr, r.count, r.dtype, root), keep};
-            return finish(std::move(req), async_op);
+            return finish(c->scatter(sptr, r.ptr, r.count, r.dtype, root), keep, async_op);
         }, py::arg("send"), py::arg("recv"), py::arg("root") = 0, py::arg("async_op") = false, py::arg("dtype") = py::none(),
            "Scatter root's `send` (group size x recv's count) into every rank's `recv` (send needed on root only)")
 
         .def("send", [](const CommPtr& c, py::object buffer, int peer, bool async_op, OptStr dtype) {
             Buffer b = take_buffer(buffer, false, dtype, "send", "buffer");
-            PyRequest req{c->send(b.ptr, b.count, b.dtype, peer), {b}};
-            return finish(std::move(req), async_op);
+            return finish(c->send(b.ptr, b.count, b.dtype, peer), std::vector<Buffer>{b}, async_op);
         }, py::arg("buffer"), py::arg("peer"), py::arg("async_op") = false, py::arg("dtype") = py::none())
 
         .def("recv", [](const CommPtr& c, py::object buffer, int peer, bool async_op, OptStr dtype) {
             Buffer b = take_buffer(buffer, true, dtype, "recv", "buffer");
-            PyRequest req{c->recv(b.ptr, b.count, b.dtype, peer), {b}};
-            return finish(std::move(req), async_op);
+            return finish(c->recv(b.ptr, b.count, b.dtype, peer), std::vector<Buffer>{b}, async_op);
         }, py::arg("buffer"), py::arg("peer"), py::arg("async_op") = false, py::arg("dtype") = py::none())
 
         .def("barrier", [](const CommPtr& c, bool async_op) {
-            PyRequest req{c->barrier(), {}};
-            return finish(std::move(req), async_op);
+            return finish(c->barrier(), std::vector<Buffer>{}, async_op);
         }, py::arg("async_op") = false)
 
         .def("subgroup", [](const CommPtr& c, const std::vector<int>& ranks, const std::string& name) {

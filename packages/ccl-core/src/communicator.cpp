@@ -1,7 +1,7 @@
 // The host communicator: every collective on host memory, through the shared-memory path when every rank shares this
 // host, else through the oneCCL engine (engine.hpp).
 #include "communicator_impl.hpp"
-#include "elementwise.hpp"
+#include "kernels/elementwise.hpp"
 
 #include <algorithm>
 #include <numeric>

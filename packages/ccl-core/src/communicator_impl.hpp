@@ -2,9 +2,9 @@
 #pragma once
 
 #include <ccl_core/communicator.hpp>
-#include <ccl_core/oneccl/engine.hpp>
 
-#include "shm_collectives.hpp"
+#include "oneccl/engine_operation.hpp"
+#include "shm/shm_collectives.hpp"
 
 #include <memory>
 #include <string>
@@ -35,10 +35,11 @@ public:
 private:
     bool step() override { return shm_->progress(*queued_); }
     bool sleeps_on_peers() const override { return true; }
+    bool moves_through_oneccl() const override { return false; }
     void sleep_on_peers(const std::function<bool()>& ready, std::chrono::microseconds limit) override {
         shm_->sleep_unless(ready, limit);
     }
-    const char* engine_name() const override { return ""; }
+    const char* failing_layer() const override { return ""; }
 
     std::shared_ptr<ShmCollectives> shm_;
     std::shared_ptr<ShmCollectives::Op> queued_;

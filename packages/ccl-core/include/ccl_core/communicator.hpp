@@ -2,6 +2,7 @@
 #pragma once
 
 #include <ccl_core/collectives.hpp>
+#include <ccl_core/communicator_options.hpp>
 #include <ccl_core/request.hpp>
 #include <ccl_core/store.hpp>
 #include <ccl_core/types.hpp>
@@ -13,13 +14,6 @@
 #include <vector>
 
 namespace ccl_core {
-
-struct CommunicatorOptions {
-    // Bound on bootstrap and the default bound on every wait().
-    std::chrono::milliseconds timeout{std::chrono::minutes(30)};
-    // Shown in error messages ("group 'tp'").
-    std::string name = "default";
-};
 
 class Communicator final : public Collectives {
 public:

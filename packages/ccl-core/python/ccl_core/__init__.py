@@ -42,7 +42,13 @@ from ._ccl_core import (
     progress_mode,
     supported_kernel_levels,
 )
-from ._bootstrap import detect_launch, init_from_env
+from ._bootstrap import detect_launch, first_slurm_host, free_port, init_from_env, rendezvous_address
+
+# The progress thread completes dropped requests and futures, which may touch Python objects: it stops doing so
+# while the interpreter is still alive.
+import atexit as _atexit
+
+_atexit.register(_ccl_core._stop_completions)
 
 
 def get_include() -> str:
@@ -74,6 +80,8 @@ __all__ = [
     "UnsupportedError",
     "__version__",
     "detect_launch",
+    "first_slurm_host",
+    "free_port",
     "effective_environment",
     "env_defaults",
     "get_include",
@@ -84,5 +92,6 @@ __all__ = [
     "oneccl_library_path",
     "oneccl_version",
     "progress_mode",
+    "rendezvous_address",
     "supported_kernel_levels",
 ]

@@ -1,7 +1,7 @@
 // Reduction and division kernels, built once per level (meson.build passes CCL_CORE_KERNEL_LEVEL and the level's
 // -m flags). Plain loops that GCC vectorises for the level; intrinsics only for the 16-bit float conversions:
-// GCC does not vectorise _Float16 casts below AVX512-FP16 (98 ms scalar vs 21 ms F16C for two 64 MiB buffers),
-// and its vectorised bfloat16 rounding runs at half the speed of the loops below.
+// GCC does not vectorise _Float16 casts below AVX512-FP16, and its vectorised bfloat16 rounding is slower than the
+// loops below (docs/performance.md, "Kernels").
 //
 // Rules that keep the levels interchangeable:
 // - every level gives the same bits: sources are combined in rank order, float16/bfloat16 accumulate in float32

@@ -2,13 +2,13 @@
 // buffers live in host memory (ccl_core::Communicator) or on a device (ccl-xpu's DeviceCommunicator):
 // - the rendezvous over the store, with the join that names ranks that never arrived;
 // - issuing under the one engine lock;
-// - event-backed operations with test, wait, timeout, abort and Ctrl-C (through wait's callback);
+// - operations with test, wait, timeout, abort and Ctrl-C (through wait's callback);
 // - the argument checks every collective makes.
 // Where memory lives is the caller's choice of ConnectOneCcl (and of the stream its issue callbacks pass to oneCCL),
 // so this header never names SYCL and ccl-core builds without it.
 #pragma once
 
-#include <ccl_core/communicator.hpp>
+#include <ccl_core/communicator_options.hpp>
 #include <ccl_core/errors.hpp>
 #include <ccl_core/request.hpp>
 #include <ccl_core/store.hpp>
@@ -17,7 +17,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -29,15 +28,15 @@
 
 namespace ccl_core {
 
-// Every call into oneCCL's executor (issuing an op, testing an event) holds this lock. Without its worker thread
-// the executor is driven by whichever thread polls; two threads (a caller and the progress thread, or two groups
-// driven from two threads, host or device) must not drive it at once.
-std::mutex& engine_mutex();
+class LocalPath;  // shm/local_path.hpp (private to ccl-core)
 
 // Makes oneCCL's communicator once the ranks have met: host memory by default; a device plugin passes one that
 // names its device and context (ccl::create_communicator(size, rank, device, context, kvs)).
 using ConnectOneCcl =
     std::function<ccl::communicator(int size, int rank, const std::shared_ptr<ccl::kvs_interface>& kvs)>;
+
+// Starts one oneCCL operation on the engine's communicator and returns its event.
+using StartOneCcl = std::function<ccl::event(ccl::communicator&)>;
 
 struct EngineSettings {
     std::string kind = "communicator";  // in messages: "device communicator 'default' (rank 0 of 2)"
@@ -51,18 +50,6 @@ struct EngineSettings {
     // so a wait keeps its timeout, Ctrl-C and abort. A call whose peer never comes stays stuck in that thread,
     // holding the engine lock: after such a timeout no communicator of the process can issue oneCCL ops any more.
     bool calls_block = false;
-};
-
-// What a faster path among same-host ranks lends to every wait on the engine (ccl-core's shared-memory path).
-class LocalPath {
-public:
-    virtual ~LocalPath() = default;
-    // Advances the path's own queued ops: a peer may wait on this rank's part of one while this rank waits on oneCCL.
-    virtual void drive() = 0;
-    // Records the core this rank runs on, for peer_on_my_core() of the others.
-    virtual void note_my_core() = 0;
-    // True when a same-host peer last ran on this core: it cannot progress while this rank polls.
-    virtual bool peer_on_my_core() const = 0;
 };
 
 class Engine final : public std::enable_shared_from_this<Engine> {
@@ -104,21 +91,23 @@ public:
 
     // Issues a oneCCL operation under the engine lock: `start` gets oneCCL's communicator and returns the event.
     // `peers` names who must take part ("ranks 0-3", "rank 1") in a timeout's message; `finish` runs once when it
-    // completes (avg's division, ...). With settings().calls_block, `start` runs later on another thread: it must
-    // own what it uses (capture by value).
-    Request issue(const char* op, std::string peers, const std::function<ccl::event(ccl::communicator&)>& start,
-                  std::function<void()> finish = {});
+    // completes (avg's division, ...). With settings().calls_block, `start` runs later on another thread, so it
+    // must own what it uses (capture by value).
+    Request issue(const char* op, std::string peers, StartOneCcl start, std::function<void()> finish = {});
 
     // Argument checks, each naming the operation and the bad value (InvalidArgument).
     void check_rank(const char* op, const char* what, int r) const;
     void check_counts(const char* op, const char* name, const std::vector<std::size_t>& counts) const;
     static void check_buffer(const char* op, const char* name, const void* p, std::size_t count);
 
-    // Threads inside a wait() on one of this engine's ops: that wait drives the engine, so the progress thread
-    // stays out of its way (two pollers on the same ops only compete for the cores).
-    std::atomic<int> waiters{0};
+    // Threads inside a wait() on one of this engine's ops, by what that wait drives: a wait on a oneCCL op drives
+    // oneCCL and the same-host path, a wait on a same-host op only that path. The progress thread stays out of what
+    // a caller drives (two pollers only compete for the cores) and moves the rest.
+    std::atomic<int> oneccl_waiters{0};
+    std::atomic<int> local_path_waiters{0};
 
 private:
+    friend class OneCclOperation;
     Engine(std::shared_ptr<Store> store, int rank, int size, CommunicatorOptions options, EngineSettings settings);
     void join(std::chrono::steady_clock::time_point deadline);
     // oneCCL's destructor ends with a barrier over the store, whose last reads may come after a fast rank has
@@ -137,81 +126,10 @@ private:
     std::shared_ptr<LocalPath> local_path_;
     int local_ranks_ = 1;
     bool oversubscribed_ = false;
-    std::vector<std::pair<int, pid_t>> local_peer_pids_;  // (rank, process) of same-host peers (shm_cleanup.hpp)
+    std::vector<std::pair<int, pid_t>> local_peer_pids_;  // (rank, process) of same-host peers (dead_processes.hpp)
     std::atomic<bool> aborted_{false};
     mutable std::mutex abort_mutex_;
     std::string abort_reason_;
-};
-
-// An operation of an engine. The wait loop, timeout, abort, Ctrl-C, dead-peer checks and background progress are
-// here; a kind of operation says only how to poll it once (step) and whether it has something to sleep on.
-class EngineOperation : public PendingOperation, public std::enable_shared_from_this<EngineOperation> {
-public:
-    EngineOperation(std::shared_ptr<Engine> engine, std::string op, std::string peers, std::function<void()> finish);
-
-    bool test() override;
-    void wait(std::optional<std::chrono::milliseconds> timeout, const std::function<void()>& every_50ms) override;
-    bool completed() const override;
-    void expire(std::chrono::milliseconds waited) override;
-    void move_in_background() override;
-    // One round of the progress thread: true once nothing is left to do (complete, failed, timed out after the
-    // engine's timeout, or a same-host peer died). A failure is kept for the caller. Not while a caller waits on
-    // this engine: that wait drives it.
-    bool poll_in_background() override;
-    bool sleep_in_background(std::chrono::microseconds limit) override;
-    const std::string& op_name() const override { return op_; }
-    const std::shared_ptr<Engine>& engine() const { return engine_; }
-
-protected:
-    // One poll: true once the transfer is complete. Throws on failure (InvalidArgument when the ranks disagree).
-    virtual bool step() = 0;
-    // Whether this kind of op has something to sleep on until a peer moves it (the shared-memory path's futex).
-    virtual bool sleeps_on_peers() const { return false; }
-    // If sleeps_on_peers(): sleeps until a peer may have moved this op, or `limit` passes, unless ready() holds.
-    virtual void sleep_on_peers(const std::function<bool()>& ready, std::chrono::microseconds limit) {
-        (void)ready;
-        (void)limit;
-    }
-    // Whether oneCCL has the op: false while a blocking call still issues it (EngineSettings::calls_block).
-    virtual bool issued() const { return true; }
-    // " in oneCCL" for messages of failed steps.
-    virtual const char* engine_name() const { return " in oneCCL"; }
-
-private:
-    // Keeps `error` as this op's failure (the first one wins), aborts the engine for `abort_reason`, and throws it.
-    [[noreturn]] void fail(std::exception_ptr error, const std::string& abort_reason);
-    // The failure for a same-host peer that died, if one did (the engine is aborted).
-    void check_local_peers();
-
-    std::shared_ptr<Engine> engine_;
-    std::string op_;     // "allreduce"
-    std::string peers_;  // "ranks 0-1", "rank 1": who must take part, for error messages
-    std::function<void()> finish_;
-    mutable std::mutex mutex_;
-    bool done_ = false;
-    std::exception_ptr failure_;  // raised again by every later test()/wait()
-    const std::chrono::steady_clock::time_point issued_ = std::chrono::steady_clock::now();
-    std::chrono::steady_clock::time_point next_peer_check_ = issued_ + std::chrono::milliseconds(200);
-};
-
-// An operation that oneCCL runs, done when its event is.
-class OneCclOperation final : public EngineOperation {
-public:
-    OneCclOperation(std::shared_ptr<Engine> engine, std::string op, std::string peers, std::function<void()> finish,
-                    ccl::event event);
-    // ccl::event's destructor waits for the operation; after a timeout it would wait for ever.
-    ~OneCclOperation() override;
-
-private:
-    friend class Engine;
-    bool step() override;
-    bool issued() const override { return issued_.load(std::memory_order_acquire); }
-    // Runs oneCCL's call (on the blocking-call thread, see EngineSettings::calls_block).
-    void call(const std::function<ccl::event(ccl::communicator&)>& start, ccl::communicator& comm);
-
-    ccl::event event_;
-    std::atomic<bool> issued_{true};  // false while its call waits for, or runs on, the blocking-call thread
-    std::exception_ptr call_failure_;  // what that call threw, set before issued_
 };
 
 }  // namespace ccl_core

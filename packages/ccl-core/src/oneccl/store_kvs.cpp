@@ -1,4 +1,4 @@
-#include <ccl_core/oneccl/store_kvs.hpp>
+#include "store_kvs.hpp"
 
 #include <ccl_core/errors.hpp>
 

@@ -1,6 +1,6 @@
 #include "shm_collectives.hpp"
 
-#include "elementwise.hpp"
+#include "../kernels/elementwise.hpp"
 
 #include <ccl_core/errors.hpp>
 

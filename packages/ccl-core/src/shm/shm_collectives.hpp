@@ -18,7 +18,8 @@
 // The segment is unlinked as soon as every rank mapped it, so a killed rank leaves nothing in /dev/shm.
 #pragma once
 
-#include <ccl_core/oneccl/engine.hpp>
+#include "local_path.hpp"
+
 #include <ccl_core/store.hpp>
 #include <ccl_core/types.hpp>
 
@@ -72,9 +73,6 @@ public:
     bool peer_on_my_core() const override;
     // Records the core this rank runs on (also done at every publish), for peer_on_my_core() of the others.
     void note_my_core() override;
-
-    std::size_t segment_bytes() const { return segment_bytes_; }
-    std::size_t small_limit() const { return small_limit_; }
 
 private:
     ShmCollectives(int rank, int size, void* base, std::size_t bytes, std::size_t segment_bytes, std::size_t small_limit);

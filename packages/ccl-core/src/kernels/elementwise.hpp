@@ -5,6 +5,8 @@
 #include <ccl_core/types.hpp>
 
 #include <cstddef>
+#include <string>
+#include <vector>
 
 namespace ccl_core::detail {
 
@@ -18,3 +20,14 @@ void reduce_sources(const void* const* srcs, int nsrcs, void* dst, void* dst2, s
                     ReduceOp op);
 
 }  // namespace ccl_core::detail
+
+namespace ccl_core {
+
+// The instruction-set level of the kernels in use ("avx512", "avx2", "baseline"): the best the CPU has, or the one
+// CCL_CORE_KERNEL names. Throws InvalidArgument for an unknown name and Unsupported for a level this CPU lacks;
+// initialize_runtime() checks it, so a communicator is never made with a bad setting.
+std::string kernel_level();
+// The levels this build has and this CPU can run, fastest first.
+std::vector<std::string> supported_kernel_levels();
+
+}  // namespace ccl_core

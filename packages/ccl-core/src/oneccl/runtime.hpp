@@ -29,16 +29,4 @@ std::string oneccl_version();
 // Full path of the loaded libccl (empty if it cannot be determined).
 std::string oneccl_library_path();
 
-// The instruction-set level of ccl-core's reduction kernels in use ("avx512", "avx2", "baseline"): the best the
-// CPU has, or the one CCL_CORE_KERNEL names. Throws InvalidArgument for an unknown name and Unsupported for a level
-// this CPU lacks; initialize_runtime() checks it, so a communicator is never made with a bad setting.
-std::string kernel_level();
-// The levels this build has and this CPU can run, fastest first.
-std::vector<std::string> supported_kernel_levels();
-
-// How async operations move: "thread" (default: a background thread polls every op still pending a millisecond
-// after it was issued, so it moves while the caller computes) or "caller" (only inside test()/wait()), from
-// CCL_CORE_PROGRESS. Throws InvalidArgument for anything else.
-std::string progress_mode();
-
 }  // namespace ccl_core

@@ -1,7 +1,11 @@
-#include <ccl_core/runtime.hpp>
+#include "runtime.hpp"
+
+#include "dead_processes.hpp"
+
+#include "../kernels/elementwise.hpp"
 
 #include <ccl_core/oneccl/convert.hpp>
-#include "shm_cleanup.hpp"
+#include <ccl_core/progress.hpp>
 
 #include <climits>
 #include <cstdio>

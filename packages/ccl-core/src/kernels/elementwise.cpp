@@ -1,9 +1,8 @@
 #include "elementwise.hpp"
 
-#include "kernels/kernels.hpp"
+#include "kernels.hpp"
 
 #include <ccl_core/errors.hpp>
-#include <ccl_core/runtime.hpp>
 
 #include <cstdlib>
 #include <string>

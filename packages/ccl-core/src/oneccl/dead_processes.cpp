@@ -1,4 +1,4 @@
-#include "shm_cleanup.hpp"
+#include "dead_processes.hpp"
 
 #include <cerrno>
 #include <cstdlib>

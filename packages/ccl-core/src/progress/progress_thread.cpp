@@ -1,0 +1,239 @@
+#include "progress_thread.hpp"
+
+#include <ccl_core/backoff.hpp>
+#include <ccl_core/errors.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include <unistd.h>
+
+namespace ccl_core {
+
+std::string progress_mode() {
+    const char* v = std::getenv("CCL_CORE_PROGRESS");
+    const std::string mode = v && *v ? v : "thread";
+    if (mode != "thread" && mode != "caller") {
+        throw InvalidArgument("CCL_CORE_PROGRESS=" + mode + " is not a progress mode; use thread (a background "
+                              "thread moves async operations, the default) or caller (they move only inside "
+                              "test()/wait())");
+    }
+    return mode;
+}
+
+void progress_in_background(const std::shared_ptr<PendingOperation>& op) {
+    detail::release_completed_operations();
+    // Read once (the engine validated it at creation): this runs for every async op.
+    static const bool wanted = progress_mode() == "thread";
+    if (wanted && op) detail::ProgressThread::instance().watch(op);
+}
+
+void complete_in_background(std::shared_ptr<PendingOperation> op, Completion completion) {
+    if (!op) throw InvalidArgument("complete_in_background() of an empty operation");
+    detail::release_completed_operations();
+    detail::ProgressThread::instance().own(std::move(op), std::move(completion));
+}
+
+namespace detail {
+namespace {
+
+std::atomic<ProgressThread*> started{nullptr};  // for stop_completions(), which must not start the thread
+
+using Clock = std::chrono::steady_clock;
+
+// Never destroyed: what an operation that failed, or outlived the completions, may still touch.
+template <class T>
+void leave_to_the_process_end(T&& thing) {
+    new std::decay_t<T>(std::forward<T>(thing));
+}
+
+}  // namespace
+
+ProgressThread& ProgressThread::instance() {
+    // Made at first use (after oneCCL's initialisation), so that the static holder is destroyed, and the thread
+    // joined, before oneCCL's own statics at exit. A forked child (a DataLoader worker) must not touch it at all:
+    // its thread does not exist there, and destroying the copied condition variable would wait for that thread for
+    // ever. The child leaves it allocated.
+    struct Holder {
+        ProgressThread* thread = new ProgressThread;
+        ~Holder() {
+            if (::getpid() == thread->owner_) delete thread;
+        }
+    };
+    static Holder holder;
+    started.store(holder.thread);
+    return *holder.thread;
+}
+
+ProgressThread::ProgressThread() : owner_(::getpid()), thread_([this] { run(); }) {}
+
+ProgressThread::~ProgressThread() {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+    // Operations still owned at exit are unfinished: their buffers stay, as after a failure; what completed ones
+    // left behind may belong to Python, which is gone by now.
+    leave_to_the_process_end(std::move(watched_));
+    leave_to_the_process_end(std::move(graveyard_));
+}
+
+void ProgressThread::watch(const std::shared_ptr<PendingOperation>& op) {
+    if (::getpid() != owner_) return;  // a forked child: its caller drives the op
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        watched_.push_back({op, nullptr, {}, op.get(), Clock::now()});
+    }
+    wake_.notify_one();  // a napping thread takes it at once, whatever its nap
+}
+
+void ProgressThread::own(std::shared_ptr<PendingOperation> op, Completion completion) {
+    if (::getpid() != owner_) {  // a forked child has no thread to complete it: keep what it uses
+        leave_to_the_process_end(std::move(op));
+        leave_to_the_process_end(std::move(completion));
+        return;
+    }
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        const PendingOperation* key = op.get();
+        watched_.push_back({{}, std::move(op), std::move(completion), key, Clock::now()});
+    }
+    wake_.notify_one();
+}
+
+void ProgressThread::stop_completions() {
+    if (::getpid() != owner_) return;
+    std::lock_guard<std::mutex> lock(completion_mutex_);  // waits for the completion that runs
+    completions_stopped_ = true;
+}
+
+void ProgressThread::finish(Watched& w) {
+    std::exception_ptr failure;
+    try {
+        w.owned->test();
+    } catch (...) {
+        failure = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(completion_mutex_);
+    if (completions_stopped_ || failure) {
+        // after a failure the operation may still write into its buffers; after the stop they may be Python's
+        if (!completions_stopped_ && w.completion.done) {
+            try {
+                w.completion.done(failure);
+            } catch (...) {
+            }
+        }
+        leave_to_the_process_end(std::move(w.completion.hold));
+        leave_to_the_process_end(std::move(w.owned));
+        return;
+    }
+    if (w.completion.done) {
+        try {
+            w.completion.done(nullptr);
+        } catch (...) {
+        }
+    }
+    std::lock_guard<std::mutex> graves(graveyard_mutex_);
+    graveyard_.push_back(std::move(w));
+    graves_.store(true, std::memory_order_release);
+}
+
+void ProgressThread::release_completed() {
+    if (!graves_.load(std::memory_order_acquire) || ::getpid() != owner_ ||
+        std::this_thread::get_id() == thread_.get_id()) {
+        return;
+    }
+    std::vector<Watched> dead;
+    {
+        std::lock_guard<std::mutex> lock(completion_mutex_);  // after the stop they may be Python's: left alone
+        if (completions_stopped_) return;
+        std::lock_guard<std::mutex> graves(graveyard_mutex_);
+        dead.swap(graveyard_);
+        graves_.store(false, std::memory_order_release);
+    }
+    dead.clear();  // outside the locks: destroying an operation may destroy its communicator
+}
+
+void release_completed_operations() {
+    if (ProgressThread* thread = started.load()) thread->release_completed();
+}
+
+void ProgressThread::run() {
+    Backoff backoff;
+    std::size_t seen = 0;  // entries at the end of the last round: more means a new op arrived
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (true) {
+        wake_.wait(lock, [&] { return stop_ || !watched_.empty(); });
+        if (stop_) return;
+        if (watched_.size() > seen) backoff.restart(Clock::now());
+        // Owned entries move out for the round (their completion may run without the lock); watched ones are copied.
+        std::vector<Watched> round;
+        round.swap(watched_);
+        lock.unlock();
+        std::vector<Watched> pending;
+        bool progressed = false;
+        for (Watched& w : round) {
+            std::shared_ptr<PendingOperation> op = w.owned ? w.owned : w.watched.lock();
+            bool through = !op;
+            if (op && !op->driven_by_a_caller()) {
+                try {
+                    through = op->test();
+                } catch (...) {
+                    through = true;  // the failure is kept in the op for its caller (or its completion)
+                }
+            }
+            if (!through) {
+                pending.push_back(std::move(w));
+                continue;
+            }
+            progressed = true;
+            if (w.owned) finish(w);
+        }
+        round.clear();
+        lock.lock();
+        // ops that arrived during the round are already in watched_; the pending ones go back before them
+        watched_.insert(watched_.begin(), std::make_move_iterator(pending.begin()),
+                        std::make_move_iterator(pending.end()));
+        // an async op whose future was asked for meanwhile is now owned: poll it once per round, not twice
+        std::vector<const PendingOperation*> owned;
+        for (const Watched& w : watched_) {
+            if (w.owned) owned.push_back(w.key);
+        }
+        watched_.erase(std::remove_if(watched_.begin(), watched_.end(), [&](const Watched& w) {
+            return !w.owned && std::find(owned.begin(), owned.end(), w.key) != owned.end();
+        }), watched_.end());
+        seen = watched_.size();
+        if (watched_.empty()) continue;
+        const auto now = Clock::now();
+        if (progressed) backoff.restart(now);
+        const auto newest = std::max_element(watched_.begin(), watched_.end(), [](const Watched& a, const Watched& b) {
+                                return a.since < b.since;
+                            })->since;
+        // Sleep on the first pending op that has something to sleep on (the shared-memory path's futex) until a peer
+        // publishes progress, or the cap: each step of a segment then follows at once.
+        std::vector<std::shared_ptr<PendingOperation>> sleepers;
+        for (const Watched& w : watched_) {
+            if (auto op = w.owned ? w.owned : w.watched.lock()) sleepers.push_back(std::move(op));
+        }
+        lock.unlock();
+        const auto cap = Backoff::nap_cap(now - newest);
+        const bool slept = std::any_of(sleepers.begin(), sleepers.end(),
+                                       [&](const auto& op) { return op->sleep_in_background(cap); });
+        sleepers.clear();
+        lock.lock();
+        if (slept) continue;
+        wake_.wait_for(lock, backoff.next_nap(now), [&] { return stop_ || watched_.size() > seen; });
+    }
+}
+
+}  // namespace detail
+
+void stop_completions() {
+    if (detail::ProgressThread* thread = detail::started.load()) thread->stop_completions();
+}
+
+}  // namespace ccl_core

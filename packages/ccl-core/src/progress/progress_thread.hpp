@@ -1,0 +1,79 @@
+// The progress thread: the one place where operations move while no caller waits on them.
+//
+// oneCCL runs without its worker thread (CCL_WORKER_OFFLOAD=0, for latency) and the shared-memory queue advances
+// only when polled, so an operation nobody polls does not move. One thread per process polls:
+// - async operations while their caller computes (progress_in_background), as long as the caller holds them;
+// - operations handed over for good (complete_in_background): torch futures and requests dropped before they
+//   finished. The thread owns those, with the buffers they use, until they are through, then runs their Completion.
+// It naps between rounds (Backoff), or sleeps on the shared segment's futex until a peer moves, and on a condition
+// variable while nothing is pending. It stays out of an engine while a caller waits on it: that wait drives it.
+// Timeouts and dead peers are the operations' own business (their test() enforces them): the thread only polls.
+#pragma once
+
+#include <ccl_core/progress.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <sys/types.h>
+
+namespace ccl_core::detail {
+
+class ProgressThread {
+public:
+    // The process's progress thread, started on first use.
+    static ProgressThread& instance();
+    // Polls `op` while someone else holds it (an async op: its caller may still wait on it itself).
+    void watch(const std::shared_ptr<PendingOperation>& op);
+    // Owns `op` until it is through, then runs `completion`.
+    void own(std::shared_ptr<PendingOperation> op, Completion completion);
+    // See stop_completions() in progress.hpp.
+    void stop_completions();
+    // Destroys what completed operations left behind (see graveyard_). Called on users' threads as they issue
+    // operations; nothing on the progress thread itself.
+    void release_completed();
+    ~ProgressThread();
+
+private:
+    ProgressThread();
+    void run();
+    struct Watched;
+    void finish(Watched& w);
+
+    struct Watched {
+        std::weak_ptr<PendingOperation> watched;  // async ops: dropped here when their caller drops them
+        std::shared_ptr<PendingOperation> owned;  // ops handed over for good
+        Completion completion;
+        const PendingOperation* key;  // identifies the entry after a watched op is gone
+        std::chrono::steady_clock::time_point since;  // when it was handed over
+    };
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    std::vector<Watched> watched_;
+    bool stop_ = false;
+    // Completions stop at interpreter exit; completing_ guards the one that runs (see stop_completions()).
+    std::mutex completion_mutex_;
+    bool completions_stopped_ = false;
+    // What an owned operation leaves behind once its completion ran: the operation and its buffers. The thread never
+    // destroys them itself: the last reference to an operation may be the last one to its communicator, and
+    // destroying a oneCCL communicator is collective (a barrier over the store) and must not run beside another
+    // thread's oneCCL calls (a communicator made meanwhile failed: "can't allocate prov->eps"). The users' next call
+    // destroys them, as a dropped request's buffers always were.
+    std::mutex graveyard_mutex_;
+    std::vector<Watched> graveyard_;
+    std::atomic<bool> graves_{false};
+    // A child forked from this process (a DataLoader worker) has no such thread, and the mutex may have been held
+    // at the fork: there the object is left alone (see instance()), and ops move only in their caller.
+    const pid_t owner_;
+    std::thread thread_;
+};
+
+// ProgressThread::release_completed() of the process's thread, if it was started (and not from that thread).
+void release_completed_operations();
+
+}  // namespace ccl_core::detail
