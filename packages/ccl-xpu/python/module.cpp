@@ -3,6 +3,7 @@
 #include <ccl_xpu/device_communicator.hpp>
 
 #include <ccl_core/errors.hpp>
+#include <ccl_core/python/py_request.hpp>
 #include <ccl_core/types.hpp>
 
 #include <pybind11/chrono.h>
@@ -54,15 +55,9 @@ struct UsmBuffer {
         else throw ccl_core::InvalidArgument("usm must be 'shared', 'device' or 'host', got '" + usm + "'");
         if (!ptr) throw ccl_core::BackendError("sycl::malloc_" + usm + " of " + std::to_string(bytes) + " bytes failed");
     }
-    // Set when an op that will never finish may still use the memory (its communicator was aborted): the runtime's
-    // free would wait for that op for ever, so the memory and its queue are left to the process's end instead.
-    bool stranded = false;
-
+    // An op that failed may still use the memory, and the runtime's free would wait for it for ever: the buffers of
+    // such an op are never released (Completion::hold in ccl_core/progress.hpp), so this never runs for them.
     ~UsmBuffer() {
-        if (stranded) {
-            new std::shared_ptr<sycl::queue>(std::move(queue));  // deliberately never destroyed
-            return;
-        }
         if (ptr) sycl::free(ptr, *queue);
     }
     std::size_t nbytes() const { return count * ccl_core::dtype_size(dtype); }
@@ -97,38 +92,11 @@ void check_pair(const char* op, const UsmBuffer& a, const UsmBuffer& b, std::siz
     }
 }
 
-// A Request that also keeps the buffers it works on alive.
-struct PyRequest {
-    ccl_core::Request request;
-    std::vector<std::shared_ptr<UsmBuffer>> buffers;
-    std::shared_ptr<DeviceCommunicator> comm;
+using ccl_core::python::PyRequest;
 
-    PyRequest(ccl_core::Request r, std::vector<std::shared_ptr<UsmBuffer>> b, std::shared_ptr<DeviceCommunicator> c)
-        : request(std::move(r)), buffers(std::move(b)), comm(std::move(c)) {}
-    PyRequest(PyRequest&&) = default;
-    ~PyRequest() {
-        if (!comm || !comm->aborted() || request.completed()) return;
-        for (auto& b : buffers) b->stranded = true;  // see UsmBuffer::stranded
-    }
-};
-
-// Waits without the GIL; Ctrl-C raises KeyboardInterrupt (and aborts the communicator, as on host memory).
-void wait(ccl_core::Request& request, std::optional<std::chrono::milliseconds> timeout) {
-    auto check_signals = [] {
-        py::gil_scoped_acquire gil;
-        if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-    };
-    py::gil_scoped_release release;
-    request.wait(timeout, check_signals);
-}
-
-py::object finish(PyRequest req, bool async_op) {
-    if (async_op) {
-        req.request.move_in_background();  // ccl-core's progress thread moves it while the caller computes
-        return py::cast(std::move(req));
-    }
-    wait(req.request, std::nullopt);
-    return py::none();
+py::object finish(ccl_core::Request request, std::vector<std::shared_ptr<UsmBuffer>> buffers, bool async_op) {
+    return PyRequest::finish(std::move(request),
+                             std::make_shared<std::vector<std::shared_ptr<UsmBuffer>>>(std::move(buffers)), async_op);
 }
 
 }  // namespace
@@ -194,14 +162,7 @@ PYBIND11_MODULE(_ccl_xpu, m) {
             return py::buffer_info(b.ptr, item, numpy_format(b.dtype), 1, {static_cast<py::ssize_t>(b.count)}, {item});
         });
 
-    py::class_<PyRequest>(m, "Request")
-        .def("test", [](PyRequest& r) { return r.request.test(); })
-        .def("wait", [](PyRequest& r, std::optional<double> timeout) {
-                 std::optional<std::chrono::milliseconds> t;
-                 if (timeout) t = std::chrono::milliseconds(static_cast<long long>(*timeout * 1000));
-                 wait(r.request, t);
-             }, py::arg("timeout") = py::none())
-        .def_property_readonly("op", [](const PyRequest& r) { return r.request.op_name(); });
+    PyRequest::bind(m);
 
     using Buf = std::shared_ptr<UsmBuffer>;
     using Comm = std::shared_ptr<DeviceCommunicator>;
@@ -225,28 +186,23 @@ PYBIND11_MODULE(_ccl_xpu, m) {
         .def("abort", &DeviceCommunicator::abort, py::arg("reason") = "aborted by the user")
         .def("allreduce", [](const Comm& c, Buf send, Buf recv, const std::string& op, bool async_op) {
                  check_pair("allreduce", *send, *recv, send->count, "same as send");
-                 PyRequest r{c->allreduce(send->ptr, recv->ptr, send->count, send->dtype, ccl_core::parse_reduce_op(op)), {send, recv}, c};
-                 return finish(std::move(r), async_op);
+                 return finish(c->allreduce(send->ptr, recv->ptr, send->count, send->dtype, ccl_core::parse_reduce_op(op)), {send, recv}, async_op);
              }, py::arg("send"), py::arg("recv"), py::arg("op") = "sum", py::arg("async_op") = false)
         .def("broadcast", [](const Comm& c, Buf buf, int root, bool async_op) {
-                 PyRequest r{c->broadcast(buf->ptr, buf->count, buf->dtype, root), {buf}, c};
-                 return finish(std::move(r), async_op);
+                 return finish(c->broadcast(buf->ptr, buf->count, buf->dtype, root), {buf}, async_op);
              }, py::arg("buffer"), py::arg("root") = 0, py::arg("async_op") = false)
         .def("allgather", [](const Comm& c, Buf send, Buf recv, bool async_op) {
                  check_pair("allgather", *send, *recv, send->count * static_cast<std::size_t>(c->size()), "size x send");
-                 PyRequest r{c->allgather(send->ptr, recv->ptr, send->count, send->dtype), {send, recv}, c};
-                 return finish(std::move(r), async_op);
+                 return finish(c->allgather(send->ptr, recv->ptr, send->count, send->dtype), {send, recv}, async_op);
              }, py::arg("send"), py::arg("recv"), py::arg("async_op") = false)
         .def("reduce_scatter", [](const Comm& c, Buf send, Buf recv, const std::string& op, bool async_op) {
                  check_pair("reduce_scatter", *send, *recv, send->count / static_cast<std::size_t>(c->size()), "send / size");
-                 PyRequest r{c->reduce_scatter(send->ptr, recv->ptr, recv->count, send->dtype, ccl_core::parse_reduce_op(op)), {send, recv}, c};
-                 return finish(std::move(r), async_op);
+                 return finish(c->reduce_scatter(send->ptr, recv->ptr, recv->count, send->dtype, ccl_core::parse_reduce_op(op)), {send, recv}, async_op);
              }, py::arg("send"), py::arg("recv"), py::arg("op") = "sum", py::arg("async_op") = false)
         .def("alltoall", [](const Comm& c, Buf send, Buf recv, bool async_op) {
                  check_pair("alltoall", *send, *recv, send->count, "same as send");
-                 PyRequest r{c->alltoall(send->ptr, recv->ptr, send->count / static_cast<std::size_t>(c->size()), send->dtype), {send, recv}, c};
-                 return finish(std::move(r), async_op);
+                 return finish(c->alltoall(send->ptr, recv->ptr, send->count / static_cast<std::size_t>(c->size()), send->dtype), {send, recv}, async_op);
              }, py::arg("send"), py::arg("recv"), py::arg("async_op") = false)
-        .def("barrier", [](const Comm& c, bool async_op) { return finish(PyRequest{c->barrier(), {}, c}, async_op); },
+        .def("barrier", [](const Comm& c, bool async_op) { return finish(c->barrier(), {}, async_op); },
              py::arg("async_op") = false);
 }
