@@ -89,6 +89,10 @@ def tensor_parallel_inference(dtype):
 deepspeed.init_distributed()
 rank = dist.get_rank()
 result = {"backend": dist.get_backend(), "stages": {}}
+# ZeRO-3 fetches parameters with async all_reduce and waits on what it returns (DeepSpeed's CCLBackend returned None)
+fetched = torch.full((8,), float(rank + 1))
+deepspeed.comm.all_reduce(fetched, async_op=True).wait()
+result["async all_reduce"] = fetched.tolist()
 for stage in [int(s) for s in args.stages.split(",") if s]:
     result["stages"][str(stage)] = train(stage, rank)
 if args.inference:

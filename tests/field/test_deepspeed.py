@@ -32,13 +32,14 @@ def run_job(backend, out_dir, port):
 
 
 def test_zero_stages_0_to_3_and_tensor_parallel_inference_match_gloo(tmp_path):
-    from ccl_core._bootstrap import free_port
+    from ccl_core import free_port
 
     ccl = run_job("ccl", tmp_path, free_port())
     gloo = run_job("gloo", tmp_path, free_port())
     for rank in range(2):
         assert ccl[rank]["backend"] == "ccl" and gloo[rank]["backend"] == "gloo"
         assert sorted(ccl[rank]["stages"]) == ["0", "1", "2", "3"]
+        assert ccl[rank]["async all_reduce"] == gloo[rank]["async all_reduce"] == [3.0] * 8
         for stage, losses in ccl[rank]["stages"].items():
             assert losses == gloo[rank]["stages"][stage], f"rank {rank} ZeRO-{stage}: {losses} vs gloo"
         for dtype in ("torch.float32", "torch.bfloat16"):
