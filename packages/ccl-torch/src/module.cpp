@@ -1,9 +1,10 @@
 // Python binding of the ccl backend. Compiled with the pybind11 that torch bundles, so that c10d::Store,
 // c10d::Backend and intrusive_ptr holders are the very types torch.distributed uses.
 #include "device_plugins.hpp"
-#include "future_completer.hpp"
 #include "process_group_ccl.hpp"
 #include "torch_errors.hpp"
+
+#include <ccl_core/progress.hpp>
 
 #include <torch/csrc/utils/pybind.h>
 
@@ -47,6 +48,7 @@ PYBIND11_MODULE(_C, m) {
           },
           "Give the ccl backend a device type (called by plugins such as ccl-xpu; see ccl_torch/device_plugin.hpp)");
     m.def("_device_plugins", &ccl_torch::device_plugins, "device type -> plugin, for the registered device plugins");
-    m.def("_shutdown_completers", &ccl_torch::FutureCompleter::shutdown_all,
-          "Stop the threads that complete futures (registered with atexit: they must stop while Python lives)");
+    m.def("_stop_completions", &ccl_core::stop_completions, py::call_guard<py::gil_scoped_release>(),
+          "Stop completing futures and dropped works on ccl-core's progress thread (registered with atexit: "
+          "completions may touch Python objects)");
 }

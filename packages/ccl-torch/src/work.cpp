@@ -1,110 +1,168 @@
 #include "work.hpp"
 
-#include "future_completer.hpp"
 #include "torch_errors.hpp"
+
+#include <ccl_core/backoff.hpp>
 
 #include <ATen/core/jit_type.h>
 
 #include <cstdio>
-#include <sched.h>
-#include <thread>
 
 namespace ccl_torch {
 
-CCLWork::CCLWork(int rank, c10d::OpType type, const char* profiling_title, const std::vector<at::Tensor>& inputs,
-                 std::vector<at::Tensor> outputs, std::chrono::milliseconds timeout,
-                 std::shared_ptr<FutureCompleter> completer)
-    : c10d::Work(rank, type, profiling_title, std::optional<std::vector<at::Tensor>>(inputs)),
-      outputs_(std::move(outputs)),
-      timeout_(timeout),
-      deadline_(std::chrono::steady_clock::now() + timeout),
-      completer_(std::move(completer)),
-      started_(std::chrono::steady_clock::now()) {}
+// ---- the operation ------------------------------------------------------------------------------------------
 
-void CCLWork::set_verbose(std::string description) { verbose_ = std::move(description); }
+WorkOperation::WorkOperation(std::string op, int rank, std::chrono::milliseconds timeout)
+    : op_(std::move(op)), rank_(rank), timeout_(timeout) {}
 
-void CCLWork::defer(DeferredIssue issue, std::string what) {
-    std::lock_guard<std::mutex> lock(poll_mutex_);
+void WorkOperation::add(ccl_core::Request request) {
+    request.set_timeout(timeout_);
+    std::lock_guard<std::mutex> lock(mutex_);
+    requests_.push_back(std::move(request));
+}
+
+void WorkOperation::defer(DeferredIssue issue, std::string what) {
+    std::lock_guard<std::mutex> lock(mutex_);
     deferred_ = std::move(issue);
     deferred_what_ = std::move(what);
     issue_deferred();  // often the peer has already sent
 }
 
-int CCLWork::sourceRank() const {
-    TORCH_CHECK(source_rank_ >= 0, "sourceRank: only a completed recv without src knows its source");
-    return source_rank_;
-}
-
-bool CCLWork::issue_deferred() {
+bool WorkOperation::issue_deferred() {
     if (!deferred_) return true;
-    auto request = deferred_(*this);
-    if (!request) return false;
-    requests_.push_back(std::move(*request));
+    auto issued = deferred_();
+    if (!issued) return false;
+    issued->first.set_timeout(timeout_);
+    requests_.push_back(std::move(issued->first));
+    source_rank_ = issued->second;
     deferred_ = nullptr;
     return true;
 }
 
-// Polls the deferred issue with a growing sleep (1 to 20 ms): a recv without src costs no CPU while it waits.
-void CCLWork::wait_for_deferred(std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds limit) {
-    auto nap = std::chrono::milliseconds(1);
-    for (;;) {
-        {
-            std::lock_guard<std::mutex> lock(poll_mutex_);
-            if (issue_deferred()) return;
-        }
-        if (std::chrono::steady_clock::now() >= deadline) {
-            C10_THROW_ERROR(DistBackendError, "ccl: " + deferred_what_ + ": no rank sent to rank " +
-                                                  std::to_string(rank_) + " within " + std::to_string(limit.count()) +
-                                                  " ms");
-        }
-        std::this_thread::sleep_for(nap);
-        nap = std::min(nap * 2, std::chrono::milliseconds(20));
-    }
-}
-
-void CCLWork::absorb(const CCLWork& part) {
+void WorkOperation::absorb(WorkOperation& part) {
+    std::scoped_lock lock(mutex_, part.mutex_);
     requests_.insert(requests_.end(), part.requests_.begin(), part.requests_.end());
     finish_.insert(finish_.end(), part.finish_.begin(), part.finish_.end());
     keep_.insert(keep_.end(), part.keep_.begin(), part.keep_.end());
-    keep_.insert(keep_.end(), part.outputs_.begin(), part.outputs_.end());
 }
 
-CCLWork::~CCLWork() {
-    bool done;
-    {
-        std::lock_guard<std::mutex> lock(mutex_);
-        done = completed_;
-    }
-    if (done || !completer_ || requests_.empty()) return;
-    auto heir = c10::make_intrusive<CCLWork>(rank_, opType_, nullptr, std::vector<at::Tensor>{}, std::vector<at::Tensor>{},
-                                            timeout_, completer_);
-    heir->absorb(*this);
-    completer_->add(heir);
-}
-
-bool CCLWork::poll() {
-    std::lock_guard<std::mutex> lock(poll_mutex_);
-    {
-        std::lock_guard<std::mutex> state(mutex_);
-        if (completed_) return true;
-    }
-    std::exception_ptr error;
+bool WorkOperation::test() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (done_) return true;
+    if (failure_) std::rethrow_exception(failure_);
     try {
         if (!issue_deferred()) {
-            if (std::chrono::steady_clock::now() < deadline_) return false;
-            C10_THROW_ERROR(DistBackendError, "ccl: " + deferred_what_ + ": no rank sent to rank " +
-                                                  std::to_string(rank_) + " within " + std::to_string(timeout_.count()) +
-                                                  " ms");
+            if (std::chrono::steady_clock::now() - created_ < timeout_) return false;
+            C10_THROW_ERROR(DistBackendError, "ccl: " + deferred_what_ + ": no rank sent to rank " + std::to_string(rank_) +
+                                                  " within " + std::to_string(timeout_.count()) + " ms");
         }
         for (auto& r : requests_) {
             if (!translate_errors([&] { return r.test(); })) return false;
         }
         for (auto& step : finish_) step();
     } catch (...) {
-        error = std::current_exception();
+        failure_ = std::current_exception();
+        throw;
     }
-    complete(error);
+    done_ = true;  // kept tensors go with the operation: released on the thread that drops it last
     return true;
+}
+
+void WorkOperation::wait(std::optional<std::chrono::milliseconds> timeout, const std::function<void()>& every_50ms) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto deadline = timeout ? start + *timeout : created_ + timeout_;
+    // A recv without src: until some peer has sent, it naps (Backoff), so it costs no CPU while it waits.
+    for (ccl_core::Backoff backoff({}, start);;) {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (failure_) std::rethrow_exception(failure_);
+            if (issue_deferred()) break;
+        }
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= deadline) {
+            std::lock_guard<std::mutex> lock(mutex_);
+            try {
+                C10_THROW_ERROR(DistBackendError, "ccl: " + deferred_what_ + ": no rank sent to rank " +
+                                                      std::to_string(rank_) + " within " +
+                                                      std::to_string(timeout.value_or(timeout_).count()) + " ms");
+            } catch (...) {
+                failure_ = std::current_exception();
+                throw;
+            }
+        }
+        backoff.pause(now);
+    }
+    std::vector<ccl_core::Request> requests;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        requests = requests_;
+    }
+    // Each request waits until its own deadline, or the caller's: the first gets the caller's whole limit, so that a
+    // timeout's message states it.
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+        std::optional<std::chrono::milliseconds> left;
+        if (timeout) {
+            left = i == 0 ? *timeout
+                          : std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                                        deadline - std::chrono::steady_clock::now()));
+        }
+        try {
+            translate_errors([&] { requests[i].wait(left, every_50ms); });
+        } catch (...) {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (!failure_) failure_ = std::current_exception();
+            throw;
+        }
+    }
+    (void)test();  // the finish steps
+}
+
+bool WorkOperation::completed() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return done_;
+}
+
+std::shared_ptr<ccl_core::PendingOperation> WorkOperation::first_pending() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& r : requests_) {
+        if (!r.completed()) return r.operation();
+    }
+    return nullptr;
+}
+
+bool WorkOperation::sleep_in_background(std::chrono::microseconds limit) {
+    auto op = first_pending();
+    return op && op->sleep_in_background(limit);
+}
+
+bool WorkOperation::driven_by_a_caller() const {
+    auto op = first_pending();
+    return op && op->driven_by_a_caller();
+}
+
+// ---- the work -----------------------------------------------------------------------------------------------
+
+CCLWork::CCLWork(int rank, c10d::OpType type, const char* profiling_title, const std::vector<at::Tensor>& inputs,
+                 std::vector<at::Tensor> outputs, std::shared_ptr<WorkOperation> op)
+    : c10d::Work(rank, type, profiling_title, std::optional<std::vector<at::Tensor>>(inputs)),
+      op_(std::move(op)),
+      outputs_(std::move(outputs)) {}
+
+CCLWork::~CCLWork() {
+    bool done;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        done = completed_ || handed_over_;
+    }
+    if (!done && !op_->completed()) ccl_core::complete_in_background(op_, {});
+}
+
+void CCLWork::move_in_background() { ccl_core::progress_in_background(op_); }
+
+int CCLWork::sourceRank() const {
+    const int source = op_->source_rank();
+    TORCH_CHECK(source >= 0, "sourceRank: only a completed recv without src knows its source");
+    return source;
 }
 
 void CCLWork::complete(std::exception_ptr error) {
@@ -130,7 +188,19 @@ void CCLWork::complete(std::exception_ptr error) {
     cv_.notify_all();
 }
 
-bool CCLWork::isCompleted() { return poll(); }
+bool CCLWork::isCompleted() {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (completed_) return true;
+    }
+    try {
+        if (!op_->test()) return false;
+        complete(nullptr);
+    } catch (...) {
+        complete(std::current_exception());
+    }
+    return true;
+}
 
 bool CCLWork::isSuccess() const {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -143,48 +213,19 @@ std::exception_ptr CCLWork::exception() const {
 }
 
 bool CCLWork::wait(std::chrono::milliseconds timeout) {
-    const auto limit = timeout == ::kNoTimeout ? timeout_ : timeout;
-    const auto deadline = std::chrono::steady_clock::now() + limit;
     try {
-        wait_for_deferred(deadline, limit);
+        op_->wait(timeout == ::kNoTimeout ? std::nullopt : std::optional<std::chrono::milliseconds>(timeout), {});
+        if (op_->test()) complete(nullptr);  // a device op may be only issued (EngineSettings::wait_for_completion)
     } catch (...) {
         complete(std::current_exception());
-        std::rethrow_exception(exception());
     }
-    // Each request waits with the time left; a request's own timeout error (naming op and ranks) wins.
-    for (std::size_t i = 0; i < requests_.size(); ++i) {
-        // the first request gets the whole limit, so that its timeout message states the user's value
-        const auto left = i == 0 ? limit
-                                 : std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-        try {
-            translate_errors([&] { requests_[i].wait(std::max(left, std::chrono::milliseconds(0))); });
-        } catch (...) {
-            complete(std::current_exception());
-            break;
-        }
-    }
-    poll();
     std::lock_guard<std::mutex> lock(mutex_);
     if (exception_) std::rethrow_exception(exception_);
     return true;
 }
 
-bool CCLWork::poll_for_completer() {
-    if (poll()) return true;
-    if (std::chrono::steady_clock::now() < deadline_) return false;
-    // The first unfinished request raises the timeout: it aborts the communicator and names the op, the ranks
-    // and the work's timeout (not this poll's slice).
-    try {
-        for (auto& r : requests_) translate_errors([&] { r.expire(timeout_); });
-        poll();
-    } catch (...) {
-        complete(std::current_exception());
-    }
-    return true;
-}
-
 c10::intrusive_ptr<c10::ivalue::Future> CCLWork::getFuture() {
-    bool register_with_completer = false;
+    bool hand_over = false;
     {
         std::lock_guard<std::mutex> lock(mutex_);
         if (!future_) {
@@ -193,12 +234,16 @@ c10::intrusive_ptr<c10::ivalue::Future> CCLWork::getFuture() {
                 if (exception_) future_->setError(exception_);
                 else future_->markCompleted(c10::IValue(outputs_));
             } else {
-                register_with_completer = true;
+                hand_over = handed_over_ = true;
             }
         }
     }
-    // Nothing else drives oneCCL while the caller waits on the future: the completer thread does.
-    if (register_with_completer) completer_->add(c10::intrusive_ptr<CCLWork>::reclaim_copy(this));
+    // Nothing else drives the op while the caller waits on the future: ccl-core's progress thread does.
+    if (hand_over) {
+        ccl_core::complete_in_background(op_, {[self = c10::intrusive_ptr<CCLWork>::reclaim_copy(this)](
+                                                   std::exception_ptr error) { self->complete(error); },
+                                               {}});
+    }
     return future_;
 }
 

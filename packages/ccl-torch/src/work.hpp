@@ -1,58 +1,94 @@
-// The c10d::Work of every ccl operation: one or more ccl-core requests, the steps that finish the result
-// (copy back staged outputs, local reductions), a Future for DDP-style hooks, and the profiler range.
+// The c10d::Work of every ccl operation, and what it waits for.
+//
+// A WorkOperation is one operation of ccl-core's (a PendingOperation): the op's requests, a recv that can only be
+// issued later, and the steps that finish the result (copy back staged outputs, local reductions). Being one, it is
+// moved by ccl-core's progress thread like any request: while an async caller computes, to completion for a future
+// (DDP's comm hooks), and to the end when the work is dropped before it finished, keeping its tensors alive.
 #pragma once
 
 #include "tensors.hpp"
 
-#include <ccl_core/collectives.hpp>
+#include <ccl_core/progress.hpp>
 #include <ccl_core/request.hpp>
 
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace ccl_torch {
 
-class FutureCompleter;
+class WorkOperation final : public ccl_core::PendingOperation {
+public:
+    WorkOperation(std::string op, int rank, std::chrono::milliseconds timeout);
+
+    // Adds a request (issued in order; all complete before the finish steps run); it times out with the work.
+    void add(ccl_core::Request request);
+    // A request that can only be issued later (recv from any source: once some peer has sent). `issue` is retried
+    // by every poll and wait until it returns a request and the source rank it chose.
+    using DeferredIssue = std::function<std::optional<std::pair<ccl_core::Request, int>>()>;
+    void defer(DeferredIssue issue, std::string what);
+    FinishSteps& finish_steps() { return finish_; }
+    // Tensors the operation reads or writes that the caller may drop before it completes (temporaries).
+    void keep_alive(const at::Tensor& t) { keep_.push_back(t); }
+    // Takes over another operation's requests, finish steps and tensors (coalescing: one Work for many ops).
+    void absorb(WorkOperation& part);
+    void set_source_rank(int rank) { source_rank_ = rank; }
+    int source_rank() const { return source_rank_; }
+
+    bool test() override;
+    void wait(std::optional<std::chrono::milliseconds> timeout, const std::function<void()>& every_50ms) override;
+    bool completed() const override;
+    const std::string& op_name() const override { return op_; }
+    void set_timeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
+    bool sleep_in_background(std::chrono::microseconds limit) override;
+    bool driven_by_a_caller() const override;
+
+private:
+    // true once no deferred request is left (caller holds mutex_)
+    bool issue_deferred();
+    // the first request not yet complete, or nullptr
+    std::shared_ptr<ccl_core::PendingOperation> first_pending() const;
+
+    const std::string op_;
+    const int rank_;
+    std::chrono::milliseconds timeout_;
+    const std::chrono::steady_clock::time_point created_ = std::chrono::steady_clock::now();
+    mutable std::mutex mutex_;
+    std::vector<ccl_core::Request> requests_;
+    DeferredIssue deferred_;
+    std::string deferred_what_;  // for the message when no peer sends
+    FinishSteps finish_;
+    std::vector<at::Tensor> keep_;
+    bool done_ = false;
+    std::exception_ptr failure_;
+    std::atomic<int> source_rank_{-1};
+};
 
 class CCLWork : public c10d::Work {
 public:
     CCLWork(int rank, c10d::OpType type, const char* profiling_title, const std::vector<at::Tensor>& inputs,
-            std::vector<at::Tensor> outputs, std::chrono::milliseconds timeout,
-            std::shared_ptr<FutureCompleter> completer);
-
-    // Adds a request this work waits for (issued in order; all complete before the finish steps run).
-    void add(ccl_core::Request request) { requests_.push_back(std::move(request)); }
-    // Hands every operation issued so far to ccl-core's progress thread (the caller will not wait right away).
-    void move_in_background() {
-        for (auto& r : requests_) r.move_in_background();
-    }
-    // A request that can only be issued later (recv from any source: once some peer has sent). `issue` is
-    // retried by every poll and wait until it returns a request; it sets the source rank when it does.
-    using DeferredIssue = std::function<std::optional<ccl_core::Request>(CCLWork&)>;
-    void defer(DeferredIssue issue, std::string what);
-    void set_source_rank(int rank) { source_rank_ = rank; }
-    int sourceRank() const override;
-    // The collectives this work's op runs on (CPU or a device plugin's), chosen when the work is made.
-    void set_engine(ccl_core::Collectives& engine) { engine_ = &engine; }
-    ccl_core::Collectives& engine() const { return *engine_; }
-    FinishSteps& finish_steps() { return finish_; }
-    // Tensors oneCCL reads or writes that the caller may drop before the op completes (temporaries).
-    void keep_alive(const at::Tensor& t) { keep_.push_back(t); }
-    // Takes over another work's requests, finish steps and tensors (coalescing: one Work for many ops).
-    void absorb(const CCLWork& part);
-    // A work dropped before completion hands everything to an heir that the completer finishes,
-    // so that oneCCL never writes into freed tensors.
+            std::vector<at::Tensor> outputs, std::shared_ptr<WorkOperation> op);
+    // A work dropped before it completed hands its operation to ccl-core's progress thread, which finishes it and
+    // keeps its tensors alive meanwhile, so that oneCCL never writes into freed tensors.
     ~CCLWork() override;
-    // Log completion with this description (ONECCL_BINDINGS_FOR_PYTORCH_ENV_VERBOSE).
-    void set_verbose(std::string description);
 
+    WorkOperation& operation() { return *op_; }
+    // The operation moves in the background while the caller computes (async ops).
+    void move_in_background();
+    // Its operation was absorbed by another work's (coalescing), which completes it.
+    void merged() { handed_over_ = true; }
+    // Log completion with this description (ONECCL_BINDINGS_FOR_PYTORCH_ENV_VERBOSE).
+    void set_verbose(std::string description) { verbose_ = std::move(description); }
+
+    int sourceRank() const override;
     bool isCompleted() override;  // never blocks; drives progress
     bool isSuccess() const override;
     std::exception_ptr exception() const override;
@@ -60,30 +96,15 @@ public:
     std::vector<at::Tensor> result() override { return outputs_; }
     c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 
-    // For the completer: progress once, failing the work when its deadline passed. True when done.
-    bool poll_for_completer();
-
 private:
-    bool poll();                          // test every request; run finish steps when all are done
-    bool issue_deferred();                // true once no deferred request is left (caller holds poll_mutex_)
-    void wait_for_deferred(std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds limit);
     void complete(std::exception_ptr error);
 
-    ccl_core::Collectives* engine_ = nullptr;
-    std::vector<ccl_core::Request> requests_;
-    DeferredIssue deferred_;
-    std::string deferred_what_;  // for the timeout message
-    int source_rank_ = -1;
-    FinishSteps finish_;
+    std::shared_ptr<WorkOperation> op_;
     std::vector<at::Tensor> outputs_;
-    std::vector<at::Tensor> keep_;
-    std::chrono::milliseconds timeout_;
-    std::chrono::steady_clock::time_point deadline_;
-    std::shared_ptr<FutureCompleter> completer_;
     c10::intrusive_ptr<c10::ivalue::Future> future_;
-    std::string verbose_;  // non-empty when ONECCL_BINDINGS_FOR_PYTORCH_ENV_VERBOSE is set
-    std::chrono::steady_clock::time_point started_;
-    mutable std::mutex poll_mutex_;
+    bool handed_over_ = false;  // someone else completes op_: the progress thread (a future), or a coalesced work
+    std::string verbose_;       // non-empty when ONECCL_BINDINGS_FOR_PYTORCH_ENV_VERBOSE is set
+    const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace ccl_torch

@@ -10,6 +10,10 @@ rank streaming through its message once in place (x.mul_(1)), and "fake", the op
 which moves nothing (torch's own dispatch cost); each row gets its ratio to the floor. A wrong result makes the
 run exit with status 1. --overlap adds a row per case: the op issued with async_op=True, then matrix products
 for twice its blocking time, then wait(); "wait" is what is left, "hidden" the share of the op that overlapped.
+--late-peer S measures what waiting costs instead: the last rank arrives S seconds late at a barrier, an
+all_reduce and a future-driven all_reduce, and the others report the CPU seconds their process spent meanwhile
+(on the shared-memory path, on oneCCL, and on gloo for reference, each in processes of its own; --rounds times
+each). Under a launcher it measures the one path CCL_BENCH_LATE_PEER_PATH names (default: the shared-memory path).
 """
 from __future__ import annotations
 
@@ -68,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "the wait left after the computation and the share of the op hidden behind it")
     p.add_argument("--overlap-ms", type=float, default=0.0,
                    help="with --overlap: compute for this long instead of twice the op's time")
+    p.add_argument("--late-peer", type=float, default=0.0, metavar="S",
+                   help="only measure the CPU seconds ranks spend while the last rank is S seconds late")
+    p.add_argument("--rounds", type=int, default=3, help="with --late-peer: rounds per case (default 3)")
     p.add_argument("--csv")
     p.add_argument("--json")
     p.add_argument("--plot", help="PNG file: time and bus bandwidth vs size (needs matplotlib)")
@@ -80,12 +87,13 @@ def main(argv=None) -> int:
     from ccl_core import detect_launch
 
     if detect_launch() is None:
-        return spawn(args, sys.argv[1:] if argv is None else argv)
+        argv = sys.argv[1:] if argv is None else argv
+        return _spawn_late_peer(args, argv) if args.late_peer > 0 else spawn(args, argv)
     return worker(args)
 
 
-def spawn(args, argv) -> int:
-    from ccl_core._bootstrap import free_port
+def spawn(args, argv, extra_env: dict | None = None) -> int:
+    from ccl_core import free_port
 
     port = str(free_port())
     # as torchrun does: share the cores among the ranks instead of oversubscribing them with intra-op threads
@@ -93,7 +101,7 @@ def spawn(args, argv) -> int:
     procs = []
     for rank in range(args.nproc):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(args.nproc), LOCAL_RANK=str(rank),
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=port, **(extra_env or {}))
         env.setdefault("OMP_NUM_THREADS", threads)
         procs.append(subprocess.Popen([sys.executable, "-m", "ccl_bench", *argv], env=env))
     codes = [p.wait() for p in procs]
@@ -118,6 +126,8 @@ def worker(args) -> int:
     if args.dtype not in runners.DTYPES:
         raise SystemExit(f"ccl-bench: unknown dtype {args.dtype!r}; choose from {', '.join(runners.DTYPES)}")
     dtype = runners.DTYPES[args.dtype]
+    if args.late_peer > 0:
+        return _late_peer(args.late_peer, args.rounds, args.json)
 
     # gloo always: it carries the bench's own barriers and result gathering, never timed
     dist.init_process_group("ccl" if "ccl" in backends else "gloo", timeout=datetime.timedelta(minutes=10))
@@ -201,6 +211,77 @@ def worker(args) -> int:
     time.sleep(0.2)  # let gloo's threads release their last work while Python is alive (torch gloo race)
     dist.destroy_process_group()
     return 1 if failures else 0
+
+
+LATE_PEER_PATHS = {"ccl shared memory": ("ccl", "1"), "ccl oneCCL": ("ccl", "0"), "gloo": ("gloo", "")}
+
+
+def _spawn_late_peer(args, argv) -> int:
+    """--late-peer: one set of ranks per path, each with that path's group as its only one, so that no other
+    backend's threads (gloo's transport loop costs ~0.04 CPU-s per 10 s idle) count."""
+    code = 0
+    for path, (backend, shm) in LATE_PEER_PATHS.items():
+        env = {"CCL_BENCH_LATE_PEER_PATH": path}
+        if shm:
+            env["CCL_CORE_SHM"] = shm
+        code = code or spawn(args, argv, env)
+    return code
+
+
+def _late_peer(late_s: float, rounds: int, json_path: str | None) -> int:
+    """CPU seconds (user + system, the whole process) that the ranks spend waiting while the last one is late_s
+    late; min / median / max over rounds of the busiest waiting rank. One path per run (_spawn_late_peer)."""
+    import json
+    import resource
+
+    import torch
+    import torch.distributed as dist
+
+    def cpu() -> float:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+
+    path = os.environ.get("CCL_BENCH_LATE_PEER_PATH", "ccl shared memory")
+    backend = LATE_PEER_PATHS[path][0]
+    dist.init_process_group(backend, timeout=datetime.timedelta(minutes=10))
+    rank, size = dist.get_rank(), dist.get_world_size()
+    results = []
+    for op in ("barrier", "all_reduce", "future"):
+        spent = []
+        for _ in range(rounds):
+            dist.barrier()
+            if rank == size - 1:
+                time.sleep(late_s)
+            start = cpu()
+            if op == "barrier":
+                dist.barrier()
+            elif op == "all_reduce":
+                dist.all_reduce(torch.ones(1024))
+            else:
+                # the backend completes the future; this thread only blocks on it
+                dist.all_reduce(torch.ones(1024), async_op=True).get_future().wait()
+            mine = torch.tensor([cpu() - start if rank != size - 1 else 0.0], dtype=torch.float64)
+            dist.all_reduce(mine, op=dist.ReduceOp.MAX)
+            spent.append(mine.item())
+        spent.sort()
+        results.append({"path": path, "op": op, "late_s": late_s, "rounds": rounds, "ranks": size,
+                        "min_cpu_s": spent[0], "median_cpu_s": spent[len(spent) // 2], "max_cpu_s": spent[-1]})
+    if rank == 0:
+        print(f"ccl-bench: CPU seconds of the waiting ranks while rank {size - 1} is {late_s:g} s late: {path} "
+              f"({size} ranks, {rounds} rounds, torch {torch.__version__})")
+        print(f"{'path':<20}{'op':<12}{'min':>8}{'median':>8}{'max':>8}")
+        for r in results:
+            print(f"{r['path']:<20}{r['op']:<12}{r['min_cpu_s']:>8.3f}{r['median_cpu_s']:>8.3f}{r['max_cpu_s']:>8.3f}")
+        if json_path:  # one file for all paths: each run appends its rows
+            previous = []
+            if os.path.exists(json_path) and path != next(iter(LATE_PEER_PATHS)):
+                with open(json_path) as f:
+                    previous = json.load(f)
+            with open(json_path, "w") as f:
+                json.dump(previous + results, f, indent=1)
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
 
 
 def _timed(run, warmup: int, iters: int, barrier, slowest) -> dict:

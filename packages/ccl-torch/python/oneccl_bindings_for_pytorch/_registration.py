@@ -16,7 +16,7 @@ def export_launcher_rank(environ=os.environ):
     rendezvous when they are missing, and MASTER_ADDR/MASTER_PORT under Slurm, so scripts written for the original
     run unchanged. Values the user or torchrun set are kept."""
     from ccl_core import detect_launch
-    from ccl_core._bootstrap import rendezvous_address
+    from ccl_core import rendezvous_address
 
     info = detect_launch(environ)
     if info is None or info.launcher == "env":
@@ -63,11 +63,11 @@ def register():
 
     import atexit
 
-    from ._C import _shutdown_completers
+    from ._C import _stop_completions
 
     devices = ["cpu"] + load_device_plugins()
     dist.Backend.register_backend("ccl", _create_backend, devices=devices)
-    atexit.register(_shutdown_completers)
+    atexit.register(_stop_completions)
     dist.ProcessGroupCCL = ProcessGroupCCL
     export_launcher_rank()
     _registered = True
