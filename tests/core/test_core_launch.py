@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from ccl_core._bootstrap import detect_launch, free_port
+from ccl_core import detect_launch, free_port
 from ranks import clean_env
 
 SCRIPT = textwrap.dedent("""

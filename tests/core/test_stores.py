@@ -5,7 +5,7 @@ import pytest
 
 import ccl_core
 import store_workers
-from ccl_core._bootstrap import free_port
+from ccl_core import free_port
 from ranks import run_ranks
 
 

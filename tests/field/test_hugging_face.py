@@ -17,7 +17,7 @@ JOB = Path(__file__).with_name("hf_job.py")
 
 
 def torchrun(args, **kw):
-    from ccl_core._bootstrap import free_port
+    from ccl_core import free_port
 
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
            *args]

@@ -15,7 +15,7 @@ JOB = Path(__file__).with_name("lightning_job.py")
 
 
 def run_job(backend, out_dir):
-    from ccl_core._bootstrap import free_port
+    from ccl_core import free_port
 
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
            str(JOB), "--backend", backend, "--out", str(out_dir / backend)]

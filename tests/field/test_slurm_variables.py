@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from ccl_core._bootstrap import first_slurm_host, rendezvous_address
+from ccl_core import first_slurm_host, rendezvous_address
 from ranks import clean_env
 from test_core_launch import SCRIPT as CORE_SCRIPT  # init_from_env, then one allreduce
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import netns_hosts
-from ccl_core._bootstrap import free_port
+from ccl_core import free_port
 from ranks import clean_env
 
 JOB = Path(__file__).resolve().parent / "mh_job.py"

@@ -117,7 +117,7 @@ def test_recipe_smoke_tests_pass_here(cmd, expect):
     import subprocess
     import sys
 
-    from ccl_core._bootstrap import free_port
+    from ccl_core import free_port
     from ranks import clean_env
 
     if "torch.distributed.run" in cmd:

@@ -245,7 +245,7 @@ def cpu_while_waiting_for_a_late_peer(rank, size, late_s):
             dist.all_reduce(torch.ones(1024))
         else:
             fut = dist.all_reduce(torch.ones(1024), async_op=True).get_future()
-            while not fut.done():  # the group's future thread drives the op; this thread just sleeps
+            while not fut.done():  # ccl-core's progress thread completes the future; this thread just sleeps
                 time.sleep(0.05)
         spent[name] = cpu() - start
     return spent
@@ -291,3 +291,20 @@ def future_of_a_collective_a_peer_skips(rank, size):
         return "no error"
     except Exception as e:  # noqa: BLE001 - the test checks type and message
         return f"{type(e).__name__}: {e}"
+
+
+def unwaited_works_complete(rank, size):
+    """The last rank is a second late. Every other rank drops an async all_reduce's work at once and takes the future
+    of another, then never waits: ccl-core's progress thread owns both and completes them (in every progress mode),
+    and the dropped work's result still lands in its tensor."""
+    dropped = torch.full((1 << 16,), float(rank + 1))
+    watched = torch.full((1024,), float(rank + 1))
+    if rank == size - 1:
+        time.sleep(1.0)
+    dist.all_reduce(dropped, async_op=True)  # the Work is dropped here
+    fut = dist.all_reduce(watched, async_op=True).get_future()
+    want = float(size * (size + 1) // 2)
+    deadline = time.time() + 30
+    while (not fut.done() or dropped[0].item() != want) and time.time() < deadline:
+        time.sleep(0.01)
+    return {"future": fut.done() and fut.value()[0][0].item(), "dropped": dropped[-1].item(), "want": want}

@@ -91,12 +91,24 @@ def test_multi_tensor_ops_check_every_tensor_before_issuing():
 
 @pytest.mark.parametrize("shm", ["1", "0"])
 def test_waiting_for_a_late_peer_costs_almost_no_cpu(monkeypatch, shm):
-    # CCL_CORE_SHM=0 puts every op on oneCCL, which is polled (no worker thread); 1 takes the shared-memory path
+    # CCL_CORE_SHM=0 puts every op on oneCCL, which is polled (no worker thread); 1 takes the shared-memory path.
+    # The target (< 0.05 CPU-s per 10 s) is measured by `ccl-bench --late-peer 10` over several rounds
+    # (docs/performance.md, "Waiting"); this bound has 10x headroom over it for a busy machine, and still catches a
+    # rank that spins or yields while it waits (about 10 CPU-s per 10 s).
     monkeypatch.setenv("CCL_CORE_SHM", shm)
     spent = run_in_group(w.cpu_while_waiting_for_a_late_peer, 2, 10.0)[0]
     print(f"CCL_CORE_SHM={shm}: CPU seconds while waiting 10 s for a late peer: {spent}")
     for name, seconds in spent.items():
-        assert seconds < 0.1, (name, seconds, spent)
+        assert seconds < 0.5, (name, seconds, spent)
+
+
+@pytest.mark.parametrize("progress", ["thread", "caller"])
+@pytest.mark.parametrize("shm", ["1", "0"])
+def test_works_nobody_waits_on_complete_in_the_background(monkeypatch, shm, progress):
+    monkeypatch.setenv("CCL_CORE_SHM", shm)
+    monkeypatch.setenv("CCL_CORE_PROGRESS", progress)
+    for r in run_in_group(w.unwaited_works_complete, 2):
+        assert r["future"] == r["want"] and r["dropped"] == r["want"], r
 
 
 @pytest.mark.parametrize("shm", ["1", "0"])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ccl_bench import stats
 from ccl_bench.cli import parse_size, sizes
-from ccl_core._bootstrap import free_port
+from ccl_core import free_port
 from ranks import clean_env
 
 BIN = Path(sys.executable).parent

@@ -5,7 +5,7 @@ import textwrap
 
 import pytest
 
-from ccl_core._bootstrap import free_port
+from ccl_core import free_port
 from ranks import clean_env
 
 SCRIPT = textwrap.dedent("""

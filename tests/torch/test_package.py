@@ -7,7 +7,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from ccl_core._bootstrap import free_port
+from ccl_core import free_port
 from ranks import clean_env
 
 

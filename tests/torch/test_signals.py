@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from ccl_core._bootstrap import free_port
+from ccl_core import free_port
 from ranks import clean_env
 
 LOOP = textwrap.dedent("""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ccl_core._bootstrap import free_port
+from ccl_core import free_port
 from ranks import clean_env
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -92,7 +92,7 @@ def torch_venv(tmp_path_factory) -> Path:
 
 
 def test_ccl_torch_wheel_trains_ddp_under_torchrun(torch_venv, tmp_path):
-    port = ok(run(torch_venv, "-c", "from ccl_core._bootstrap import free_port; print(free_port())")).strip()
+    port = ok(run(torch_venv, "-c", "from ccl_core import free_port; print(free_port())")).strip()
     torchrun = torch_venv.parent / "torchrun"
     out = ok(run(torchrun, "--nproc-per-node", "2", "--master-port", port, ROOT / "examples" / "ddp_train.py",
                  cwd=tmp_path))
@@ -146,7 +146,7 @@ def test_ccl_torch_wheel_for_another_torch_trains_ddp(tmp_path):
     ok(run(python, "-m", "pip", "install", "--only-binary", ":all:", f"torch=={minor}.*", pin("oneccl-cpu"),
            pin("impi-rt"), "numpy", timeout=1800))
     install_ours(python, f"ccl-torch=={ours}")
-    port = ok(run(python, "-c", "from ccl_core._bootstrap import free_port; print(free_port())")).strip()
+    port = ok(run(python, "-c", "from ccl_core import free_port; print(free_port())")).strip()
     out = ok(run(python.parent / "torchrun", "--nproc-per-node", "2", "--master-port", port,
                  ROOT / "examples" / "ddp_train.py", cwd=tmp_path))
     assert "DDP on backend 'ccl' with 2 ranks" in out and "replicas identical: True" in out, out
