@@ -122,4 +122,4 @@ def test_process_group_ccl_used_directly_via_torch_ccl(tmp_path):
     for p, (o, e) in zip(procs, outs):
         assert p.returncode == 0, o + e
     text = "".join(o for o, _ in outs)
-    assert "direct rank 0 sum 3 backend ccl version 2.13.0" in text and "direct rank 1 sum 3" in text
+    assert "direct rank 0 sum 3 backend ccl version 3.0.0" in text and "direct rank 1 sum 3" in text

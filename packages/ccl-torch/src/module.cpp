@@ -13,7 +13,7 @@
 
 namespace py = pybind11;
 
-PYBIND11_MODULE(_C, m) {
+PYBIND11_MODULE(CCL_TORCH_MODULE, m) {  // _C_torch2_13 etc.: one per torch minor (meson.build)
     m.doc() = "The ccl process-group backend (oneCCL through ccl-core) for CPU tensors";
     py::module_::import("torch.distributed");  // registers c10d's Python types first
     ccl_torch::define_python_errors(m.ptr());
