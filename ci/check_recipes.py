@@ -4,8 +4,8 @@
 
 Checks: every package under packages/ has recipes/<package>/recipe.yaml; each renders for every variant of
 recipes/conda_build_config.yaml (template and schema errors fail); the recipe's version equals the package's
-(meson.build `project(version:)`; ccl-torch's goes in lockstep with torch: <pytorch variant>.<release>); every
-exact pin of an Intel package, and every pytorch variant, is a version conda-forge has (CONDA_FORGE below, with
+(meson.build `project(version:)`); the pytorch variants are the torch minors ccl-torch supports (its meson.build's
+`supported_minors`); every exact pin of an Intel package is a version conda-forge has (CONDA_FORGE below, with
 where each was confirmed); a conda pin that differs from the pip pin is explained in recipes/README.md; torch
 extensions follow conda-forge's convention (pytorch in host, no pytorch in run: its run_exports pin it); ccl-torch
 pins the exact ccl-core it is built with; the test section runs the package on 2 ranks. conda itself cannot run here
@@ -33,8 +33,16 @@ CONDA_FORGE = {
     "impi_rt": {"2021.16.0", "2021.17.0", "2021.17.2", "2021.18.0"},
     "impi-devel": {"2021.16.0", "2021.17.0", "2021.17.2", "2021.18.0"},
     "intel-sycl-rt": {"2025.2.0", "2025.3.1", "2025.3.2"},
-    "pytorch": {"2.10", "2.11", "2.12"},  # minors (the variants); 2.12.1 is the newest release
 }
+# conda-forge's pytorch at that lookup: 2.10-2.12 (newest release 2.12.1), none of the minors ccl-torch supports; the
+# variants follow ccl-torch (below), and ci/build-conda can build them once conda-forge has them.
+
+
+def supported_torch_minors(root: Path) -> list[str]:
+    m = re.search(r"supported_minors = \[([^\]]*)\]", (root / "packages" / "ccl-torch" / "meson.build").read_text())
+    if not m:
+        raise ValueError("packages/ccl-torch/meson.build: no supported_minors")
+    return [s.strip().strip("'").replace("_", ".") for s in m.group(1).split(",")]
 
 def package_version(pkg_dir: Path) -> str:
     m = re.search(r"project\([^)]*?version:\s*'([^']+)'", (pkg_dir / "meson.build").read_text(), re.S)
@@ -94,10 +102,10 @@ def check(root: Path) -> list[str]:
     problems = []
     recipes = root / "recipes"
     variants = VariantConfig.from_conda_build_config(recipes / "conda_build_config.yaml", JinjaConfig())
-    for minor in variants.get("pytorch") or []:
-        if str(minor) not in CONDA_FORGE["pytorch"]:
-            problems.append(f"conda_build_config.yaml: pytorch {minor} is not on conda-forge "
-                            f"(it has {', '.join(sorted(CONDA_FORGE['pytorch']))})")
+    minors = [str(m) for m in variants.get("pytorch") or []]
+    if minors != supported_torch_minors(root):
+        problems.append(f"conda_build_config.yaml: pytorch variants {', '.join(minors)} differ from the torch minors "
+                        f"ccl-torch supports ({', '.join(supported_torch_minors(root))}, its meson.build)")
     packages = sorted(p for p in (root / "packages").iterdir() if (p / "pyproject.toml").is_file())
     if not packages:
         return [f"no packages found under {root / 'packages'}"]
@@ -121,8 +129,6 @@ def check(root: Path) -> list[str]:
             r = variant.recipe.to_dict()
             label = f"{name} [{', '.join(f'{k}={v}' for k, v in sorted(variant.variant.items()) if k != 'target_platform')}]"
             expected = version
-            if name == "ccl-torch":  # lockstep with torch: the variant's minor, our release
-                expected = f"{variant.variant['pytorch']}.{version.split('.')[2]}"
             if str(r["package"]["version"]) != expected:
                 problems.append(f"{label}: version {r['package']['version']} differs from the package's {expected}")
             conda_pins = requirement_pins(r)

@@ -41,11 +41,12 @@ def test_every_variant_is_rendered(tree):
     variants = VariantConfig.from_conda_build_config(tree / "recipes" / "conda_build_config.yaml", JinjaConfig())
     rendered = Stage0Recipe.from_file(tree / "recipes" / "ccl-torch" / "recipe.yaml").render(variants, RenderConfig())
     combos = {(v.variant["python"], v.variant["pytorch"]) for v in rendered}
-    assert combos == {(p, "2.12") for p in ("3.10", "3.11", "3.12", "3.13")}
+    assert combos == {(p, t) for p in ("3.10", "3.11", "3.12", "3.13") for t in ("2.13", "2.14", "2.15")}
     strings = {v.recipe.to_dict()["build"]["string"] for v in rendered}
-    assert all(s.startswith("cpu_torch212_py3") for s in strings) and len(strings) == 4
-    # lockstep: the build for pytorch 2.12 is ccl-torch 2.12.<release>
-    assert {str(v.recipe.to_dict()["package"]["version"]) for v in rendered} == {"2.12.0"}
+    assert all(s.startswith("cpu_torch21") for s in strings) and len(strings) == 12
+    assert {s.split("_")[1] for s in strings} == {"torch213", "torch214", "torch215"}
+    # one version for every torch (the build string tells the packages apart)
+    assert {str(v.recipe.to_dict()["package"]["version"]) for v in rendered} == {"3.0.0"}
 
 
 def test_template_error_fails(tree):
@@ -59,10 +60,10 @@ def test_version_mismatch_fails(tree):
     assert any("ccl-core [" in p and "version 0.2.0 differs from the package's 0.1.0" in p for p in problems)
 
 
-def test_ccl_torch_release_out_of_step_fails(tree):
-    edit(tree / "recipes" / "ccl-torch" / "recipe.yaml", 'release: "0"', 'release: "1"')
+def test_ccl_torch_version_out_of_step_fails(tree):
+    edit(tree / "recipes" / "ccl-torch" / "recipe.yaml", 'version: "3.0.0"', 'version: "3.0.1"')
     problems = check_recipes.check(tree)
-    assert any("ccl-torch [" in p and "version 2.12.1 differs from the package's 2.12.0" in p for p in problems)
+    assert any("ccl-torch [" in p and "version 3.0.1 differs from the package's 3.0.0" in p for p in problems)
 
 
 def test_a_pin_conda_forge_lacks_fails(tree):
@@ -79,9 +80,10 @@ def test_an_unexplained_difference_from_pip_fails(tree):
                in p for p in problems)
 
 
-def test_a_pytorch_variant_conda_forge_lacks_fails(tree):
-    edit(tree / "recipes" / "conda_build_config.yaml", '  - "2.12"', '  - "2.12"\n  - "2.13"')
-    assert any("pytorch 2.13 is not on conda-forge" in p for p in check_recipes.check(tree))
+def test_a_pytorch_variant_ccl_torch_does_not_support_fails(tree):
+    edit(tree / "recipes" / "conda_build_config.yaml", '  - "2.13"', '  - "2.12"\n  - "2.13"')
+    assert any("pytorch variants 2.12, 2.13, 2.14, 2.15 differ from the torch minors ccl-torch supports "
+               "(2.13, 2.14, 2.15" in p for p in check_recipes.check(tree))
 
 
 def test_pytorch_in_run_breaks_the_convention(tree):
