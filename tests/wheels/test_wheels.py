@@ -5,6 +5,7 @@ dist/ (--no-index), binary-only, with CC and CXX set to `false` and nothing sour
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -14,6 +15,9 @@ from pathlib import Path
 import pytest
 
 from ranks import clean_env
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "ci"))
+import torch_wheels  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 DIST = ROOT / "dist"
@@ -52,12 +56,17 @@ def new_venv(base_python: str, path: Path) -> Path:
     return path / "bin" / "python"
 
 
+@functools.lru_cache(maxsize=None)
+def python_version(python: str) -> str:
+    return ok(run(python, "-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')")).strip()
+
+
 def python_tag(python: str) -> str:
     return ok(run(python, "-c", "import sys; print(f'cp{sys.version_info[0]}{sys.version_info[1]}')")).strip()
 
 
 def pythons() -> list[str]:
-    """The Pythons torch 2.13 supports that this machine has (pyenv), .venv's own first."""
+    """The Pythons ccl-core and ccl-torch support that this machine has (pyenv), .venv's own first."""
     found = [sys.executable]
     for version in ("3.10", "3.12", "3.13"):
         candidates = sorted(Path.home().glob(f".pyenv/versions/{version}.*/bin/python3"))
@@ -82,71 +91,141 @@ def test_ccl_core_wheel_runs_a_group_on_every_python(base, tmp_path):
     assert "group         2 local ranks agreed: shared-memory path on" in out, out
 
 
+def site_packages(python: Path) -> Path:
+    return Path(ok(run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])")).strip())
+
+
+def torch_record(python: Path) -> str:
+    """The installed torch exactly: its version and the RECORD of every file pip installed for it."""
+    return ok(run(python, "-c", "from importlib.metadata import distribution as d; t = d('torch'); "
+                                "print(t.version); print(t.read_text('RECORD'))"))
+
+
+def install_ccl_torch(python: Path) -> str:
+    """What a user types: no version, dependencies from the index, our wheels from dist/; torch must stay as it was."""
+    before = torch_record(python)
+    out = ok(run(python, "-m", "pip", "install", "--find-links", DIST, "--only-binary", ":all:", "ccl-torch"))
+    assert torch_record(python) == before, f"pip install ccl-torch changed torch:\n{out}"
+    assert "torch" not in out.split("Successfully installed")[-1].split(), out
+    return out
+
+
+def run_all_reduce(python: Path, cwd: Path) -> str:
+    port = ok(run(python, "-c", "from ccl_core import free_port; print(free_port())")).strip()
+    env = dict(user_env(), MASTER_ADDR="127.0.0.1", MASTER_PORT=port, WORLD_SIZE="2")
+    ranks = [subprocess.Popen([str(python), str(Path(__file__).with_name("all_reduce_job.py"))], cwd=cwd,
+                              env=dict(env, RANK=str(r)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for r in range(2)]
+    outs = [r.communicate(timeout=300) for r in ranks]
+    for r, (out, err) in zip(ranks, outs):
+        assert r.returncode == 0, f"rank {ranks.index(r)}:\n{out}\n{err[-3000:]}"
+    return outs[0][0]
+
+
+def train_ddp(python: Path, cwd: Path) -> str:
+    port = ok(run(python, "-c", "from ccl_core import free_port; print(free_port())")).strip()
+    out = ok(run(python.parent / "torchrun", "--nproc-per-node", "2", "--master-port", port,
+                 ROOT / "examples" / "ddp_train.py", cwd=cwd))
+    assert "DDP on backend 'ccl' with 2 ranks" in out and "replicas identical: True" in out, out
+    return out
+
+
+# The release matrix: every torch release of ci/torch-releases.txt (PyPI's builds, CUDA on Linux) on every Python
+# here that PyPI has it for. ci/wheels downloaded those wheels; a pair PyPI lacks (torch 2.15, CPython 3.10) has none.
+def matrix() -> list[tuple[str, str]]:
+    pairs = []
+    for release in torch_wheels.releases():
+        for base in pythons():
+            version = python_version(base)
+            if torch_wheels.wheel_if_downloaded(release, version):
+                pairs.append((release, version))
+    return pairs
+
+
+@pytest.mark.parametrize("release,version", matrix(), ids=lambda v: v)
+def test_ccl_torch_wheel_runs_with_every_torch_on_every_python(release, version, tmp_path):
+    """A venv with PyPI's torch (the CUDA build, used on the CPU: the CUDA libraries come from one shared copy), then
+    `pip install ccl-torch`: torch stays as it was, and 2 ranks all_reduce on it; under torchrun, DDP trains (once per
+    torch minor, on CPython 3.11)."""
+    base = next(b for b in pythons() if python_version(b) == version)
+    python = new_venv(base, tmp_path / "venv")
+    torch_wheel = torch_wheels.wheel_if_downloaded(release, version)
+    # --isolated: this machine's pip configuration caps torch at the releases on its disk; the wheel is PyPI's
+    ok(run(python, "-m", "pip", "install", "--isolated", "--no-deps", torch_wheel))
+    ok(run(python, "-m", "pip", "install", "--only-binary", ":all:", *torch_wheels.plain_requirements(torch_wheel)))
+    (site_packages(python) / "cuda-libs.pth").write_text(str(torch_wheels.cuda_libs()) + "\n")
+    install_ccl_torch(python)
+    out = run_all_reduce(python, tmp_path)
+    minor = "_".join(release.split(".")[:2])
+    assert f"torch {release}" in out and "all_reduce ok on 2 ranks" in out and f"_C_torch{minor}" in out, out
+    if version == "3.11":
+        train_ddp(python, tmp_path)
+
+
+def test_every_python_has_a_ccl_torch_wheel_with_every_torch_pypi_has_for_it():
+    import zipfile
+
+    for base in pythons():
+        version = python_version(base)
+        tag = "cp" + version.replace(".", "")
+        names = zipfile.ZipFile(wheel("ccl-torch", tag)).namelist()
+        built = sorted(n.split("/")[-1].split(".")[0] for n in names if "/_C_torch" in n)
+        want = sorted("_C_torch" + "_".join(r.split(".")[:2]) for r in torch_wheels.releases()
+                      if torch_wheels.wheel_if_downloaded(r, version))
+        assert built == want, f"{tag}: {built} != {want}"
+
+
 @pytest.fixture(scope="module")
-def torch_venv(tmp_path_factory) -> Path:
+def cpu_torch_venv(tmp_path_factory) -> Path:
+    """torch 2.13.0+cpu (the build from PyTorch's CPU index, which this machine's pip serves), as its users have it."""
     python = new_venv(sys.executable, tmp_path_factory.mktemp("torch") / "venv")
-    ok(run(python, "-m", "pip", "install", "--only-binary", ":all:", pin("torch"), pin("oneccl-cpu"), pin("impi-rt"),
-           "numpy"))
-    install_ours(python, "ccl-torch")
+    ok(run(python, "-m", "pip", "install", "--only-binary", ":all:", pin("torch"), "numpy"))
+    assert "+cpu" in torch_record(python).splitlines()[0]
+    install_ccl_torch(python)
     return python
 
 
-def test_ccl_torch_wheel_trains_ddp_under_torchrun(torch_venv, tmp_path):
-    port = ok(run(torch_venv, "-c", "from ccl_core import free_port; print(free_port())")).strip()
-    torchrun = torch_venv.parent / "torchrun"
-    out = ok(run(torchrun, "--nproc-per-node", "2", "--master-port", port, ROOT / "examples" / "ddp_train.py",
-                 cwd=tmp_path))
-    assert "DDP on backend 'ccl' with 2 ranks" in out and "replicas identical: True" in out, out
+def test_ccl_torch_wheel_trains_ddp_under_torchrun_on_a_cpu_torch(cpu_torch_venv, tmp_path):
+    assert "all_reduce ok on 2 ranks" in run_all_reduce(cpu_torch_venv, tmp_path)
+    train_ddp(cpu_torch_venv, tmp_path)
 
 
-def test_ccl_torch_wheel_runs_ccl_bench_and_info(torch_venv, tmp_path):
-    bench = ok(run(torch_venv.parent / "ccl-bench", "-n", "2", "-e", "1M", cwd=tmp_path))
+def test_ccl_torch_wheel_runs_ccl_bench_and_info(cpu_torch_venv, tmp_path):
+    bench = ok(run(cpu_torch_venv.parent / "ccl-bench", "-n", "2", "-e", "1M", cwd=tmp_path))
     assert "1M" in bench or "1 MiB" in bench, bench
-    info = ok(run(torch_venv, "-m", "ccl_core.info", cwd=tmp_path))
+    info = ok(run(cpu_torch_venv, "-m", "ccl_core.info", cwd=tmp_path))
     assert "shared-memory path on" in info, info
 
 
-def test_the_wheel_names_the_torch_it_needs(torch_venv):
-    requires = ok(run(torch_venv, "-c", "from importlib.metadata import requires; print(requires('ccl-torch'))"))
-    assert "torch==2.13.*" in requires, requires
+def test_the_wheel_requires_no_torch_and_its_extra_asks_for_a_supported_one(cpu_torch_venv):
+    requires = ok(run(cpu_torch_venv, "-c", "from importlib.metadata import requires; print(requires('ccl-torch'))"))
+    assert "'torch>=2.13,<2.16; extra == \"torch\"'" in requires, requires
+    assert not [r for r in eval(requires) if r.startswith("torch") and "extra" not in r], requires
 
 
-def test_a_wrong_torch_is_refused_naming_both_versions(tmp_path):
-    """torch 2.14.1 (the other torch minor on this machine's disk; without its CUDA dependencies, it is never imported
-    here) beside the wheel built for torch 2.13."""
+def test_an_unsupported_torch_is_kept_and_the_import_names_the_supported_ones(tmp_path):
+    """torch 2.12.1 (PyPI's, never imported here: the check runs before torch is imported): pip installs ccl-torch
+    beside it without touching it, and the import refuses, naming the releases that are supported."""
     python = new_venv(sys.executable, tmp_path / "venv")
-    ok(run(python, "-m", "pip", "install", "--only-binary", ":all:", "--no-deps", "torch==2.14.1"))
-    ok(run(python, "-m", "pip", "install", "--only-binary", ":all:", pin("oneccl-cpu"), pin("impi-rt"), "numpy"))
-    # --isolated: only dist/, not the machine's pip configuration (which offers torch 2.13)
-    refused = run(python, "-m", "pip", "install", "--isolated", "--no-index", "--find-links", DIST, "--only-binary",
-                  ":all:", "ccl-torch==2.13.*")
-    assert refused.returncode != 0, refused.stdout
-    assert "ccl-torch 2.13.0 depends on torch==2.13.*" in refused.stdout, refused.stdout + refused.stderr
-    # forced past pip, pip check names both versions, and the import refuses before torch is even imported
-    install_ours(python, "--no-deps", "ccl-core", "ccl-torch==2.13.*")
-    check = run(python, "-m", "pip", "check")
-    assert "ccl-torch 2.13.0 has requirement torch==2.13.*, but you have torch 2.14.1" in check.stdout, check.stdout
+    ok(run(python, "-m", "pip", "install", "--isolated", "--no-deps", torch_wheels.wheel("2.12.1", "3.11")))
+    install_ccl_torch(python)
     out = run(python, "-c", "import oneccl_bindings_for_pytorch", cwd=tmp_path)
     assert out.returncode != 0
-    assert "was built for torch 2.13.0+cpu, but torch 2.14.1 is installed" in out.stderr, out.stderr
+    assert "runs on torch 2.13, 2.14, 2.15, but torch 2.12.1" in out.stderr, out.stderr
 
 
-def other_torch_wheels() -> list[Path]:
-    """ccl-torch wheels for a torch other than .venv's (CCL_WHEELS_TORCH=2.14.1 ci/wheels builds them)."""
-    return [w for w in sorted(DIST.glob("ccl_torch-*-cp311-*.whl")) if not w.name.startswith("ccl_torch-2.13.")]
-
-
-@pytest.mark.skipif(not other_torch_wheels(), reason="no ccl-torch wheel for another torch in dist/ (opt-in: "
-                                                     "CCL_WHEELS_TORCH=2.14.1 ci/wheels, several GB of CUDA torch)")
-def test_ccl_torch_wheel_for_another_torch_trains_ddp(tmp_path):
-    built = other_torch_wheels()[-1]
-    ours = built.name.split("-")[1]  # 2.14.0
-    minor = ".".join(ours.split(".")[:2])
+def test_without_torch_the_import_says_to_install_one(tmp_path):
     python = new_venv(sys.executable, tmp_path / "venv")
-    ok(run(python, "-m", "pip", "install", "--only-binary", ":all:", f"torch=={minor}.*", pin("oneccl-cpu"),
-           pin("impi-rt"), "numpy", timeout=1800))
-    install_ours(python, f"ccl-torch=={ours}")
-    port = ok(run(python, "-c", "from ccl_core import free_port; print(free_port())")).strip()
-    out = ok(run(python.parent / "torchrun", "--nproc-per-node", "2", "--master-port", port,
-                 ROOT / "examples" / "ddp_train.py", cwd=tmp_path))
-    assert "DDP on backend 'ccl' with 2 ranks" in out and "replicas identical: True" in out, out
+    ok(run(python, "-m", "pip", "install", "--find-links", DIST, "--only-binary", ":all:", "ccl-torch"))
+    out = run(python, "-c", "import oneccl_bindings_for_pytorch", cwd=tmp_path)
+    assert out.returncode != 0 and "torch is not installed: pip install torch" in out.stderr, out.stderr
+
+
+def test_a_source_build_refuses_an_unsupported_torch_before_compiling(tmp_path):
+    """meson setup against torch 2.12.1's headers (PyPI's wheel, unpacked) stops with the supported range."""
+    out = subprocess.run([sys.executable, "-m", "mesonbuild.mesonmain", "setup", tmp_path / "build",
+                          ROOT / "packages" / "ccl-torch", f"-Dtorch={torch_wheels.sdk('2.12.1')}"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0
+    assert "ccl-torch 3.0.0 supports torch 2.13, 2.14, 2.15; torch 2.12.1" in out.stdout + out.stderr, out.stdout
+    assert not list((tmp_path / "build").glob("**/*.o"))

@@ -1,0 +1,147 @@
+"""PyPI's torch wheels for the release matrix, shared by ci/wheels (to compile against) and tests/wheels (to test with).
+
+    torch_wheels.py releases                 the torch releases of ci/torch-releases.txt
+    torch_wheels.py wheel VERSION PYTHON     download PyPI's torch VERSION for PYTHON ("3.12"); print its path, or
+                                             nothing when PyPI has no wheel of that release for that Python
+    torch_wheels.py sdk VERSION              torch VERSION's headers and the libraries ccl-torch links, unpacked into
+                                             build/wheels/torch-sdk/VERSION (a directory holding `torch`); print it
+    torch_wheels.py cuda-libs                the CUDA libraries (nvidia-* wheels) the releases need,
+                                             installed once into build/wheels/cuda-libs; print the directory
+
+Everything lands in build/wheels and is reused. PyPI's Linux torch is the CUDA build, what `pip install torch` gives;
+it imports only beside its nvidia-* wheels (about 3 GB), which are the same for every CPython, so the test venvs share
+one copy through a .pth file. Downloads bypass this machine's pip configuration (it caps torch at the releases on
+its disk, see ../shared notes) and take PyPI's files, as a user's pip does.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+WORK = ROOT / "build" / "wheels"
+DOWNLOADS = WORK / "downloads"
+RELEASES = ROOT / "ci" / "torch-releases.txt"
+
+# what ccl-torch compiles and links against; the rest of the wheel (CUDA kernels, Python code) is not needed
+SDK_MEMBERS = re.compile(r"torch/(include/.*|version\.py|lib/lib(c10|torch|torch_cpu|torch_python)\.so)")
+
+
+def releases() -> list[str]:
+    lines = (line.split("#")[0].strip() for line in RELEASES.read_text().splitlines())
+    return [line for line in lines if line]
+
+
+def pypi_env() -> dict:
+    env = dict(os.environ, PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1")
+    env.pop("PIP_FIND_LINKS", None)  # this machine's local wheels (a +cpu build among them) are not PyPI's
+    env.pop("PIP_CONSTRAINT", None)
+    return env
+
+
+def pip(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pip", *args], env=pypi_env(), capture_output=True, text=True)
+
+
+def wheel_if_downloaded(version: str, python: str) -> Path | None:
+    tag = "cp" + python.replace(".", "")
+    found = sorted(DOWNLOADS.glob(f"torch-{version}-{tag}-{tag}-*.whl"))
+    return found[-1] if found else None
+
+
+def wheel(version: str, python: str) -> Path | None:
+    tag = "cp" + python.replace(".", "")
+    if wheel_if_downloaded(version, python):
+        return wheel_if_downloaded(version, python)
+    DOWNLOADS.mkdir(parents=True, exist_ok=True)
+    out = pip("download", "--quiet", "--no-deps", "--only-binary", ":all:", "--python-version", python,
+              "--platform", "manylinux_2_28_x86_64", "--dest", str(DOWNLOADS), f"torch=={version}")
+    if out.returncode != 0:
+        if "No matching distribution" in out.stderr or "from versions:" in out.stderr:
+            return None  # that release has no wheel for that Python (torch 2.15 and CPython 3.10)
+        raise SystemExit(f"torch_wheels.py: downloading torch {version} for Python {python} failed:\n{out.stderr}")
+    found = sorted(DOWNLOADS.glob(f"torch-{version}-{tag}-{tag}-*.whl"))
+    if not found:
+        raise SystemExit(f"torch_wheels.py: pip downloaded no torch {version} wheel for {tag} into {DOWNLOADS}")
+    return found[-1]
+
+
+def sdk(version: str) -> Path:
+    dest = WORK / "torch-sdk" / version
+    if (dest / "torch" / "version.py").is_file():
+        return dest
+    source = wheel(version, "3.11")  # headers and libraries are the same in every CPython's wheel
+    if source is None:
+        raise SystemExit(f"torch_wheels.py: PyPI has no torch {version} for Python 3.11")
+    partial = dest.with_name(dest.name + ".partial")
+    with zipfile.ZipFile(source) as archive:
+        for member in archive.namelist():
+            if SDK_MEMBERS.fullmatch(member):
+                archive.extract(member, partial)
+    partial.rename(dest)
+    return dest
+
+
+def requirements_of(wheel_file: Path) -> list[str]:
+    with zipfile.ZipFile(wheel_file) as archive:
+        metadata = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        lines = archive.read(metadata).decode().splitlines()
+    return [line.split(":", 1)[1].strip() for line in lines
+            if line.startswith("Requires-Dist:") and "extra ==" not in line]
+
+
+def is_cuda(requirement: str) -> bool:
+    return re.match(r"(nvidia|cuda|triton)", requirement) is not None
+
+
+def plain_requirements(wheel_file: Path) -> list[str]:
+    """torch's dependencies other than CUDA's libraries and triton (pure Python: sympy, networkx, ...)."""
+    return [r for r in requirements_of(wheel_file) if not is_cuda(r)]
+
+
+def cuda_libs() -> Path:
+    """The CUDA libraries every release of the matrix needs, installed once for every Python: each nvidia-* package
+    at the newest release's pin, cuda-toolkit with the union of the releases' extras (torch 2.13 loads libcurand,
+    which 2.15 no longer asks for). CUDA's runtime libraries load for older torch releases of the same CUDA major."""
+    dest = WORK / "cuda-libs"
+    wanted: dict[str, tuple[set[str], str]] = {}  # name -> (extras, version specifier)
+    for release in releases():  # oldest first: a newer release's pin replaces an older one's
+        for requirement in requirements_of(wheel(release, "3.11")):
+            m = re.match(r"(nvidia-[\w-]+|cuda-toolkit)(?:\[([^\]]*)\])?\s*([^;]*)", requirement)
+            if m:
+                extras = set(filter(None, (m.group(2) or "").split(",")))
+                wanted[m.group(1)] = (wanted.get(m.group(1), (set(), ""))[0] | extras, m.group(3).strip())
+    requirements = sorted(f"{name}[{','.join(sorted(extras))}]{spec}" if extras else f"{name}{spec}"
+                          for name, (extras, spec) in wanted.items())
+    stamp = dest / ".requirements"
+    if stamp.is_file() and stamp.read_text() == "\n".join(requirements):
+        return dest
+    out = pip("install", "--quiet", "--only-binary", ":all:", "--target", str(dest), "--upgrade", *requirements)
+    if out.returncode != 0:
+        raise SystemExit(f"torch_wheels.py: installing {requirements} failed:\n{out.stderr}")
+    stamp.write_text("\n".join(requirements))
+    return dest
+
+
+def main(argv: list[str]) -> None:
+    command, args = argv[0], argv[1:]
+    if command == "releases":
+        print("\n".join(releases()))
+    elif command == "wheel":
+        found = wheel(*args)
+        if found:
+            print(found)
+    elif command == "sdk":
+        print(sdk(*args))
+    elif command == "cuda-libs":
+        print(cuda_libs())
+    else:
+        raise SystemExit(__doc__)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
