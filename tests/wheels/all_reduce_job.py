@@ -1,6 +1,8 @@
 """A 2-rank all_reduce on the `ccl` backend, started by tests/wheels with RANK, WORLD_SIZE, MASTER_ADDR and
 MASTER_PORT set (no launcher: the venv under test may be any Python and torch). Rank 0 prints what ran."""
 import os
+import time
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -15,6 +17,21 @@ for dtype in (torch.float32, torch.bfloat16, torch.int64):
     assert torch.equal(t, want), f"{dtype}: {t[:5]} != {want[:5]}"
 work = dist.all_reduce(torch.ones(1 << 20), async_op=True)
 work.wait()
+
+# An error kept and raised again: the timeout travels as a std::exception_ptr, copied and released across threads
+# (what the manylinux build's libstdc++ shim provides, ci/manylinux/libstdcxx_compat.cpp)
+lonely = dist.new_group([0, 1], timeout=timedelta(seconds=2))
+if rank == 0:
+    work = dist.all_reduce(torch.ones(4), group=lonely, async_op=True)
+    errors = []
+    for _ in range(2):
+        try:
+            work.wait()
+        except Exception as e:  # noqa: BLE001 - checked below
+            errors.append(str(e))
+    assert len(errors) == 2 and errors[0] == errors[1] and "did not complete within 2000 ms" in errors[0], errors
+else:
+    time.sleep(3)  # rank 1 never joins that all_reduce
 import oneccl_bindings_for_pytorch as ccl  # noqa: E402
 
 if rank == 0:
