@@ -16,52 +16,18 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
-from ranks import clean_env
+from clean_venvs import DIST, install_ours, new_venv, ok, pin, run, user_env, wheel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "ci"))
 import torch_wheels  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-DIST = ROOT / "dist"
-REQUIREMENTS = (ROOT / "ci" / "requirements.txt").read_text()
-
-
-def pin(name: str) -> str:
-    match = re.search(rf"^{re.escape(name)}==\S+", REQUIREMENTS, re.M)
-    assert match, f"{name} is not pinned in ci/requirements.txt"
-    return match.group(0)
-
-
-def user_env() -> dict:
-    """A user's shell: nothing sourced, and no compiler (a build attempt would fail at once)."""
-    return dict(clean_env(), CC="false", CXX="false", PIP_DISABLE_PIP_VERSION_CHECK="1")
-
-
-def run(*args, cwd=None, timeout=600, **env) -> subprocess.CompletedProcess:
-    return subprocess.run([str(a) for a in args], env=dict(user_env(), **env), cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout)
 
 
 def install_torch_wheel(python: Path, torch_wheel: Path) -> str:
     """PyPI's torch wheel as downloaded, without its dependencies. No pip configuration: this machine's (system-wide,
     which --isolated still reads) caps torch at the releases on its disk."""
     return ok(run(python, "-m", "pip", "install", "--no-deps", torch_wheel, PIP_CONFIG_FILE=os.devnull))
-
-
-def ok(out: subprocess.CompletedProcess) -> str:
-    assert out.returncode == 0, f"{out.args}\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
-    return out.stdout
-
-
-def wheel(name: str, tag: str) -> Path:
-    found = sorted(DIST.glob(f"{name.replace('-', '_')}-*-{tag}-*.whl"))
-    assert found, f"no {name} wheel for {tag} in {DIST}: run ci/wheels first"
-    return found[-1]
-
-
-def new_venv(base_python: str, path: Path) -> Path:
-    ok(run(base_python, "-m", "venv", path))
-    return path / "bin" / "python"
 
 
 @functools.lru_cache(maxsize=None)
@@ -81,11 +47,6 @@ def pythons() -> list[str]:
         if candidates:
             found.append(str(candidates[-1]))
     return found
-
-
-def install_ours(python: Path, *names: str) -> str:
-    """Our packages from dist/ only, as binaries; their dependencies must already be there."""
-    return ok(run(python, "-m", "pip", "install", "--no-index", "--find-links", DIST, "--only-binary", ":all:", *names))
 
 
 @pytest.mark.parametrize("base", pythons(), ids=lambda p: Path(p).parts[-3] if ".pyenv" in p else "venv-python")
