@@ -26,8 +26,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def install_torch_wheel(python: Path, torch_wheel: Path) -> str:
     """PyPI's torch wheel as downloaded, without its dependencies. No pip configuration: this machine's (system-wide,
-    which --isolated still reads) caps torch at the releases on its disk."""
-    return ok(run(python, "-m", "pip", "install", "--no-deps", torch_wheel, PIP_CONFIG_FILE=os.devnull))
+    which --isolated still reads) caps torch at the releases on its disk. No bytecode up front (the test's set-up,
+    not what it tests: it halves the install)."""
+    return ok(run(python, "-m", "pip", "install", "--no-deps", "--no-compile", torch_wheel,
+                  PIP_CONFIG_FILE=os.devnull))
 
 
 @functools.lru_cache(maxsize=None)
@@ -120,7 +122,8 @@ def test_ccl_torch_wheel_runs_with_every_torch_on_every_python(release, version,
     python = new_venv(base, tmp_path / "venv")
     torch_wheel = torch_wheels.wheel_if_downloaded(release, version)
     install_torch_wheel(python, torch_wheel)
-    ok(run(python, "-m", "pip", "install", "--only-binary", ":all:", *torch_wheels.plain_requirements(torch_wheel)))
+    ok(run(python, "-m", "pip", "install", "--only-binary", ":all:", "--no-compile",
+           *torch_wheels.plain_requirements(torch_wheel)))
     (site_packages(python) / "cuda-libs.pth").write_text(str(torch_wheels.cuda_libs()) + "\n")
     install_ccl_torch(python)
     out = run_all_reduce(python, tmp_path)
@@ -162,7 +165,7 @@ def test_no_library_in_a_wheel_looks_for_libraries_on_the_build_machine(tmp_path
 def cpu_torch_venv(tmp_path_factory) -> Path:
     """torch 2.13.0+cpu (the build from PyTorch's CPU index, which this machine's pip serves), as its users have it."""
     python = new_venv(sys.executable, tmp_path_factory.mktemp("torch") / "venv")
-    ok(run(python, "-m", "pip", "install", "--only-binary", ":all:", pin("torch"), "numpy"))
+    ok(run(python, "-m", "pip", "install", "--only-binary", ":all:", "--no-compile", pin("torch"), "numpy"))
     assert "+cpu" in torch_record(python).splitlines()[0]
     install_ccl_torch(python)
     return python
