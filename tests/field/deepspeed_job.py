@@ -15,7 +15,7 @@ import sys
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--backend", choices=["ccl", "gloo"], required=True)
-parser.add_argument("--stages", default="0,1,2,3")
+parser.add_argument("--stages", default="0,1,2,3,3-fetch-by-all-reduce")
 parser.add_argument("--steps", type=int, default=6)
 parser.add_argument("--inference", action="store_true", help="also tensor-parallel inference, fp32 and bf16 (needs transformers)")
 parser.add_argument("--out", required=True)
@@ -57,7 +57,9 @@ def train(stage, rank):
     config = {
         "train_micro_batch_size_per_gpu": 8,
         "gradient_accumulation_steps": 1,
-        "zero_optimization": {"stage": stage},  # DeepSpeed's defaults otherwise (the config that hung before)
+        # DeepSpeed's defaults otherwise (the config that hung before); ZeRO-3 can also fetch parameters by all-reduce
+        "zero_optimization": {"stage": int(stage[0]),
+                              "stage3_use_all_reduce_for_fetch_params": stage == "3-fetch-by-all-reduce"},
         "zero_allow_untested_optimizer": True,
         "steps_per_print": 10**9,
     }
@@ -93,8 +95,9 @@ result = {"backend": dist.get_backend(), "stages": {}}
 fetched = torch.full((8,), float(rank + 1))
 deepspeed.comm.all_reduce(fetched, async_op=True).wait()
 result["async all_reduce"] = fetched.tolist()
-for stage in [int(s) for s in args.stages.split(",") if s]:
-    result["stages"][str(stage)] = train(stage, rank)
+result["deepspeed backend"] = type(deepspeed.comm.comm.cdb).__name__
+for stage in [s for s in args.stages.split(",") if s]:
+    result["stages"][stage] = train(stage, rank)
 if args.inference:
     for dtype in (torch.float32, torch.bfloat16):
         result[f"inference {dtype}"], result[f"reference {dtype}"] = tensor_parallel_inference(dtype)

@@ -38,7 +38,9 @@ def test_zero_stages_0_to_3_and_tensor_parallel_inference_match_gloo(tmp_path):
     gloo = run_job("gloo", tmp_path, free_port())
     for rank in range(2):
         assert ccl[rank]["backend"] == "ccl" and gloo[rank]["backend"] == "gloo"
-        assert sorted(ccl[rank]["stages"]) == ["0", "1", "2", "3"]
+        assert sorted(ccl[rank]["stages"]) == ["0", "1", "2", "3", "3-fetch-by-all-reduce"]
+        # DeepSpeed's own torch.distributed wrapper on both (_deepspeed_compat), not its JIT-built oneCCL op
+        assert ccl[rank]["deepspeed backend"] == gloo[rank]["deepspeed backend"] == "TorchBackend"
         assert ccl[rank]["async all_reduce"] == gloo[rank]["async all_reduce"] == [3.0] * 8
         for stage, losses in ccl[rank]["stages"].items():
             assert losses == gloo[rank]["stages"][stage], f"rank {rank} ZeRO-{stage}: {losses} vs gloo"
@@ -67,9 +69,10 @@ def test_import_sets_build_defaults_without_overriding():
     assert out.stdout.strip() == "/opt/my-oneccl|/mine"
 
 
-def test_zero3_fix_is_applied_only_to_the_probing_loop():
+def test_the_deepspeed_fix_applies_on_import_and_switches_off():
     code = ("import sys, torch, oneccl_bindings_for_pytorch; import deepspeed.comm.ccl as m; "
-            "print(getattr(m.CCLBackend, '_ccl_torch_fixed', False))")
+            "print(getattr(m.CCLBackend, '_ccl_torch_fixed', False) "
+            "and getattr(m.TorchBackend.__init__, '_ccl_torch_fixed', False))")
     env = dict(clean_env(), DS_ACCELERATOR="cpu")
     fixed = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert fixed.stdout.strip().splitlines()[-1] == "True"

@@ -1,17 +1,25 @@
-"""Narrow fixes for DeepSpeed bugs that only users of the `ccl` backend reach (docs/deepspeed-zero3-fix.md).
+"""DeepSpeed on the `ccl` backend takes the path it takes on gloo: its own torch.distributed wrapper.
 
-1. DeepSpeed's `CCLBackend.get_all_ranks_from_group` (deepspeed/comm/ccl.py) lists a group's ranks by calling
-`torch.distributed.get_global_rank(group, r)` for r = 0, 1, 2, ... until it raises. For the world group torch
-returns r unchanged and never raises, so the list grows until the process runs out of memory: ZeRO-3, which
-passes the world group explicitly, hangs and then is OOM-killed. The original bindings hit this too.
+DeepSpeed's CPU accelerator names the backend `ccl` whenever this package imports, and for that name
+`deepspeed.init_distributed` first builds its own `CCLBackend` (deepspeed/comm/ccl.py): it JIT-compiles a oneCCL op,
+creates the process group at once and sends some collectives through the op. Users of that path meet defects gloo
+users never see, each written up for DeepSpeed in docs/:
+- `all_reduce(async_op=True)` returns the op's None: ZeRO-3's parameter fetch by all-reduce calls .wait() on it
+  (docs/deepspeed-ccl-all-reduce.md); its 16-bit sums round unlike torch's on CPUs without AVX-512 (same file);
+- `get_all_ranks_from_group` never ends for the world group: ZeRO-3 hangs, then is OOM-killed
+  (docs/deepspeed-zero3-fix.md);
+- `init_distributed(dist_init_required=False)` without a group creates one (and waits for peers that never come)
+  instead of raising, and with a group the user made first it still runs MPI discovery, which needs mpi4py
+  (docs/deepspeed-ccl-eager-init.md).
 
-We replace that method by one that asks torch for the group's ranks.
-
-2. `CCLBackend.all_reduce` and `inference_all_reduce` run DeepSpeed's own JIT-built oneCCL op instead of
-torch.distributed: `all_reduce(async_op=True)` returns that op's None, which ZeRO-3's parameter fetch calls .wait()
-on, and without LOCAL_SIZE set the op falls back to oneCCL's own 16-bit reductions, which on CPUs without AVX-512
-do not round as torch does (bf16 sums differ from gloo's in the last bit). We send both through torch.distributed,
-that is through this backend: a real Work, torch's rounding, and the shared-memory path.
+Two narrow changes make DeepSpeed run on `ccl` exactly as on gloo, with this backend under torch.distributed:
+1. `CCLBackend.__init__` leaves the backend uninitialised, the state DeepSpeed itself gives it when its oneCCL op
+   cannot be built. `init_distributed` then creates its `TorchBackend` on the `ccl` process group, as for gloo.
+2. A `TorchBackend` on `ccl` does not build DeepSpeed's shared-memory op (another JIT build, which bypasses the
+   backend and faulted on this machine in 0.19.8 on gloo): `inference_all_reduce` then runs torch's all_reduce,
+   that is this backend's shared-memory path: ~5 us slower per call below 128 KiB than DeepSpeed's op in fp32,
+   faster from there on, and it runs in bf16 where the op dies of SIGILL without AVX-512 (docs/performance.md,
+   "DeepSpeed's own ops").
 
 Applied when `deepspeed.comm.ccl` is imported. Guarded: only DeepSpeed versions up to the one we test (FIXED_UP_TO),
 and each method only while it still looks as described; anything else is left exactly as DeepSpeed ships it.
@@ -19,53 +27,53 @@ CCL_DEEPSPEED_COMPAT=0 turns the fixes off.
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib.abc
 import importlib.machinery
 import os
 import sys
 
 MODULE = "deepspeed.comm.ccl"
-FIXED_UP_TO = (0, 19)  # the pinned deepspeed==0.19.8 is tested (tests/field/test_deepspeed.py)
+FIXED_UP_TO = (0, 19)  # the pinned deepspeed==0.19.8 is tested (tests/field/test_deepspeed*.py)
 
 
-def _has_probing_loop(method) -> bool:
+def _calls(method, name: str) -> bool:
     code = getattr(method, "__code__", None)
-    return code is not None and "get_global_rank" in code.co_names and "get_process_group_ranks" not in code.co_names
+    return code is not None and name in code.co_names
 
 
-def _get_all_ranks_from_group(self, group):
-    """The group's global ranks, from torch (DeepSpeed's own bookkeeping of sub-communicators kept as is)."""
-    import torch.distributed as dist
-
-    if group is None:
-        return list(range(self.get_world_size()))
-    ranks = dist.get_process_group_ranks(group)
-    if tuple(ranks) not in self.groups:
-        self._new_group(ranks, group)
-    return ranks
+def _uninitialised(self, *args, **kwargs):
+    """DeepSpeed's CCLBackend as when its oneCCL op is unavailable: init_distributed goes on with TorchBackend."""
+    self.initialized = False
 
 
-def _uses_jit_op(method) -> bool:
-    code = getattr(method, "__code__", None)
-    return code is not None and "ccl_comm_op" in code.co_names
+@contextlib.contextmanager
+def _without_shm_op(torch_module):
+    build = torch_module.build_shm_op
+    torch_module.build_shm_op = lambda: None
+    try:
+        yield
+    finally:
+        torch_module.build_shm_op = build
 
 
-def _all_reduce(self, tensor, op=None, group=None, async_op=False):
-    """torch.distributed.all_reduce on the ccl backend (a real Work when async_op)."""
-    import torch.distributed as dist
+def _torch_backend_init(original, torch_module):
+    @functools.wraps(original)
+    def __init__(self, backend, *args, **kwargs):
+        if backend != "ccl":
+            return original(self, backend, *args, **kwargs)
+        with _without_shm_op(torch_module):
+            return original(self, backend, *args, **kwargs)
 
-    return dist.all_reduce(tensor, op=self._reduce_op(op) if op is not None else dist.ReduceOp.SUM, group=group,
-                           async_op=async_op)
-
-
-def _inference_all_reduce(self, tensor, op=None, group=None):
-    """The same blocking all_reduce: the ccl backend's shared-memory path already is DeepSpeed's low-latency one."""
-    _all_reduce(self, tensor, op, group)
+    __init__._ccl_torch_fixed = True
+    return __init__
 
 
 def fix_module(module) -> bool:
     """Apply the fixes to an imported deepspeed.comm.ccl; True when any was applied."""
-    backend = getattr(module, "CCLBackend", None)
+    ccl_backend = getattr(module, "CCLBackend", None)
+    torch_backend = getattr(module, "TorchBackend", None)
     try:  # from the metadata: the hook runs while deepspeed/__init__ is still importing, before __version__ exists
         from importlib.metadata import version as installed_version
 
@@ -74,17 +82,18 @@ def fix_module(module) -> bool:
         version = Version(installed_version("deepspeed")).release[:2]
     except Exception:  # noqa: BLE001 - an unknown DeepSpeed is left alone
         return False
-    if backend is None or version > FIXED_UP_TO:
+    if ccl_backend is None or version > FIXED_UP_TO:
         return False
     fixed = False
-    if _has_probing_loop(backend.get_all_ranks_from_group):
-        backend.get_all_ranks_from_group = _get_all_ranks_from_group
+    if _calls(ccl_backend.__init__, "build_ccl_op"):
+        ccl_backend.__init__ = _uninitialised
         fixed = True
-    for name, replacement in (("all_reduce", _all_reduce), ("inference_all_reduce", _inference_all_reduce)):
-        if _uses_jit_op(getattr(backend, name, None)):
-            setattr(backend, name, replacement)
-            fixed = True
-    backend._ccl_torch_fixed = fixed
+    torch_module = sys.modules.get(getattr(torch_backend, "__module__", ""))
+    if (torch_backend is not None and _calls(torch_backend.__init__, "build_shm_op")
+            and callable(getattr(torch_module, "build_shm_op", None))):
+        torch_backend.__init__ = _torch_backend_init(torch_backend.__init__, torch_module)
+        fixed = True
+    ccl_backend._ccl_torch_fixed = fixed
     return fixed
 
 
