@@ -66,3 +66,9 @@ def test_sizes_stats_and_bus_factors():
     assert (s["median_us"], s["p10_us"], s["p90_us"]) == (3.0, 1.4, 4.6)
     assert stats.bandwidths("all_reduce", 10**9, 2, 1e6) == (1.0, 1.0)
     assert stats.bandwidths("all_gather", 10**9, 4, 1e6)[1] == 0.75
+
+
+def test_deepspeed_backends_are_all_reduce_only_and_say_so():
+    out = bench("-n", "2", "--backends", "ccl,deepspeed", "--ops", "all_reduce,broadcast", timeout=120)
+    assert out.returncode != 0
+    assert "backend 'deepspeed' has all_reduce only: add --ops all_reduce" in out.stderr + out.stdout, out.stderr

@@ -55,7 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ccl-bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-n", "--nproc", type=int, default=2, help="ranks to start when not under a launcher (default 2)")
     p.add_argument("--ops", default="all_reduce,all_gather,reduce_scatter,all_to_all,broadcast", help=OPS_HELP)
-    p.add_argument("--backends", default="ccl,gloo,raw", help="any of ccl, gloo, raw (ccl-core without torch)")
+    p.add_argument("--backends", default="ccl,gloo,raw",
+                   help="any of ccl, gloo, raw (ccl-core without torch), deepspeed and deepspeed-inference (DeepSpeed's "
+                        "own oneCCL op: its all_reduce and inference_all_reduce; with --ops all_reduce)")
     # not --min/--max: torchrun would take --max for an abbreviation of its --max-restarts
     p.add_argument("-b", "--min-bytes", dest="min_size", default="1K", help="smallest message (default 1K)")
     p.add_argument("-e", "--max-bytes", dest="max_size", default="64M", help="largest message (default 64M)")
@@ -112,7 +114,7 @@ def worker(args) -> int:
     import torch
     import torch.distributed as dist
 
-    from . import report, runners, stats
+    from . import deepspeed_op, report, runners, stats
     from .floor import fake_group, floor_us
 
     ops = [o.strip() for o in args.ops.split(",") if o.strip()]
@@ -120,9 +122,12 @@ def worker(args) -> int:
     for o in ops:
         if o not in runners.OPS:
             raise SystemExit(f"ccl-bench: unknown op {o!r}; choose from {OPS_HELP}")
+    known = ("ccl", "gloo", "raw") + deepspeed_op.BACKENDS
     for b in backends:
-        if b not in ("ccl", "gloo", "raw"):
-            raise SystemExit(f"ccl-bench: unknown backend {b!r}; choose from ccl, gloo, raw")
+        if b not in known:
+            raise SystemExit(f"ccl-bench: unknown backend {b!r}; choose from {', '.join(known)}")
+        if b in deepspeed_op.BACKENDS and ops != ["all_reduce"]:
+            raise SystemExit(f"ccl-bench: backend {b!r} has all_reduce only: add --ops all_reduce")
     if args.dtype not in runners.DTYPES:
         raise SystemExit(f"ccl-bench: unknown dtype {args.dtype!r}; choose from {', '.join(runners.DTYPES)}")
     dtype = runners.DTYPES[args.dtype]
@@ -136,6 +141,7 @@ def worker(args) -> int:
     groups = {"ccl": dist.group.WORLD, "gloo": dist.new_group(backend="gloo") if "gloo" in backends else None,
               "fake": fake_group() if args.floor else None}
     comm = _raw_communicator(rank, size) if "raw" in backends else None
+    ds_op = deepspeed_op.build(rank, size) if set(backends) & set(deepspeed_op.BACKENDS) else None
     fault = os.environ.get("CCL_BENCH_FAULT", "") == str(rank)
 
     def barrier():
@@ -172,8 +178,8 @@ def worker(args) -> int:
             for backend in backends:
                 done += 1
                 progress(f"[{done}/{total}] {op} {report.human(nbytes)} {backend}")
-                case = runners.make_case(op, backend, nbytes, dtype, rank, size, group=groups.get(backend), comm=comm,
-                                         fault=fault)
+                case = runners.make_case(op, backend, nbytes, dtype, rank, size, group=groups.get(backend),
+                                         comm=ds_op if backend in deepspeed_op.BACKENDS else comm, fault=fault)
                 summary = timed(case.run, iters)
                 problem = case.check()
                 bad = torch.tensor([1 if problem else 0])
@@ -183,7 +189,7 @@ def worker(args) -> int:
                 rows.append({"op": op, "bytes": nbytes, "backend": backend, "ranks": size, **summary,
                              "algbw_GBps": alg, "busbw_GBps": bus,
                              "check": "ok" if not bad.item() else f"FAIL on {int(bad.item())} rank(s)" + (f": {problem}" if problem else "")})
-                if args.overlap:
+                if args.overlap and case.start is not None:
                     rows.append(_overlap_row(case, op, nbytes, backend, size, summary["median_us"], iters, barrier,
                                              slowest, args.overlap_ms * 1000))
     if args.ddp:

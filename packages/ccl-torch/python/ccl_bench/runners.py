@@ -2,7 +2,7 @@
 
 Backends: "ccl" and "gloo" through torch.distributed, "raw" through ccl_core on the same memory (NumPy views)
 to show what the torch layer costs, "fake" through torch's fake process group (moves nothing: its results are not
-checked). Sizes follow nccl-tests: all_gather's size is its output, reduce_scatter's
+checked), "deepspeed" and "deepspeed-inference" (all_reduce only) through DeepSpeed's own oneCCL op. Sizes follow nccl-tests: all_gather's size is its output, reduce_scatter's
 its input, all_to_all's each buffer; counts are rounded to a multiple of the group size."""
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from . import deepspeed_op
+
 OPS = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"]
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
           "bfloat16": torch.bfloat16, "int32": torch.int32}
@@ -22,7 +24,7 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.f
 class Case:
     run: Callable[[], None]      # one timed call, complete on return
     check: Callable[[], str]     # "" when the result is right, else what is wrong
-    start: Callable[[], object]  # the same call issued async: returns something with wait()
+    start: Callable[[], object] | None  # the same call issued async: returns something with wait(); None: no async form
 
 
 def _numpy(t: torch.Tensor):
@@ -48,6 +50,9 @@ def make_case(op: str, backend: str, nbytes: int, dtype, rank: int, size: int, g
             arr, dt = _numpy(buf)
             run = lambda: comm.allreduce(arr, dtype=dt)  # noqa: E731
             start = lambda: comm.allreduce(arr, dtype=dt, async_op=True)  # noqa: E731
+        elif backend in deepspeed_op.BACKENDS:  # comm is DeepSpeed's op; it has no async form
+            run = deepspeed_op.all_reduce(comm, backend, buf, size)
+            start = None
         else:
             run = lambda: dist.all_reduce(buf, group=group)  # noqa: E731
             start = lambda: dist.all_reduce(buf, group=group, async_op=True)  # noqa: E731
