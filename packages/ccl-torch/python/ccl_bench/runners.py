@@ -2,8 +2,9 @@
 
 Backends: "ccl" and "gloo" through torch.distributed, "raw" through ccl_core on the same memory (NumPy views)
 to show what the torch layer costs, "fake" through torch's fake process group (moves nothing: its results are not
-checked), "deepspeed" and "deepspeed-inference" (all_reduce only) through DeepSpeed's own oneCCL op. Sizes follow nccl-tests: all_gather's size is its output, reduce_scatter's
-its input, all_to_all's each buffer; counts are rounded to a multiple of the group size."""
+checked), "deepspeed" and "deepspeed-inference" (all_reduce only) through DeepSpeed's own oneCCL op. Sizes follow
+nccl-tests: all_gather's size is its output, reduce_scatter's its input, all_to_all's each buffer; counts are rounded
+to a multiple of the group size."""
 from __future__ import annotations
 
 from dataclasses import dataclass
