@@ -1,5 +1,6 @@
 """The job each rank runs in the multi-host tests: every op suite, DDP against gloo, sub-groups across and
 inside hosts, and interface byte counters that show which transport carried the traffic."""
+import hashlib
 import json
 import os
 import socket
@@ -57,20 +58,36 @@ def link_interface():
     raise RuntimeError(f"no interface on the test link:\n{out}")
 
 
+def float_sums_agree(rank, size, n=(1 << 18) + 1):
+    """A float32 allreduce of random values (an odd count: the tail path too): (every rank holds the same bits, the
+    largest distance from the float64 sum)."""
+    t = torch.randn(n, generator=torch.Generator().manual_seed(rank))
+    want = sum(torch.randn(n, generator=torch.Generator().manual_seed(r)).double() for r in range(size))
+    dist.all_reduce(t)
+    digest = torch.tensor([int(hashlib.sha1(t.numpy().tobytes()).hexdigest()[:15], 16)])
+    digests = [torch.zeros_like(digest) for _ in range(size)]
+    dist.all_gather(digests, digest)
+    return len({d.item() for d in digests}) == 1, (t.double() - want).abs().max().item()
+
+
 iface = link_interface()
 os.environ["GLOO_SOCKET_IFNAME"] = iface  # gloo (the comparison backend) would resolve the hostname instead
 dist.init_process_group("ccl")
 rank, size = dist.get_rank(), dist.get_world_size()
 local = int(os.environ["LOCAL_WORLD_SIZE"])  # only to lay out the test's groups; ccl-core never reads it
-result = {"host": socket.gethostname(), "problems": [], "wildcard_listeners": wildcard_listeners()}
+result = {"host": socket.gethostname(), "problems": [], "wildcard_listeners": wildcard_listeners(),
+          "hierarchy": dist.group.WORLD._get_backend(torch.device("cpu")).hierarchy}
 for worker in op_workers.ALL_WORKERS:
     result["problems"] += [f"{worker.__name__}: {p}" for p in worker(rank, size)]
+result["float_bits_agree"], result["float_error"] = float_sums_agree(rank, size)
 diff, agree = training_workers.ddp_matches_gloo(rank, size, False)
 result["ddp_max_diff"], result["ddp_ranks_agree"] = diff, agree
 
 # sub-groups: one that spans the hosts, and (with 2 ranks per host) one inside each host
 cross = dist.new_group([0, size - 1])
-inside = [dist.new_group(list(range(h * local, (h + 1) * local))) for h in range(size // local)] if local > 1 else []
+uneven = size % local != 0  # 2 ranks on one host, 1 on the other: no groups inside hosts
+inside = [dist.new_group(list(range(h * local, (h + 1) * local))) for h in range(size // local)] \
+    if local > 1 and not uneven else []
 x = torch.tensor([rank + 1.0])
 if rank in (0, size - 1):
     dist.all_reduce(x, group=cross)

@@ -60,13 +60,16 @@ def start(host: Host, argv: list[str], env: dict) -> subprocess.Popen:
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def torchrun_on_hosts(hosts: list[Host], script: Path, nproc: int, env: dict, port: int, timeout: float = 300):
-    """torchrun --nnodes 2 --node-rank i on each host; returns [(returncode, stdout, stderr)] per host."""
+def torchrun_on_hosts(hosts: list[Host], script: Path, nproc, env: dict, port: int, timeout: float = 300,
+                      args: list[str] = ()):
+    """torchrun --nnodes 2 --node-rank i on each host, with `nproc` ranks on each (or nproc[i] on host i); returns
+    [(returncode, stdout, stderr)] per host."""
     procs = []
     for i, h in enumerate(hosts):
+        ranks_here = nproc[i] if isinstance(nproc, (list, tuple)) else nproc
         argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(len(hosts)), "--node-rank", str(i),
-                "--nproc-per-node", str(nproc), "--master-addr", hosts[0].address, "--master-port", str(port),
-                str(script)]
+                "--nproc-per-node", str(ranks_here), "--master-addr", hosts[0].address, "--master-port", str(port),
+                str(script), *args]
         procs.append(start(h, argv, env))
     outs = []
     for p in procs:

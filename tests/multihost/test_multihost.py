@@ -25,15 +25,23 @@ def hosts():
     netns_hosts.destroy(made)
 
 
-def run_job(hosts, nproc, tmp_path, launcher="torchrun"):
-    env = dict(clean_env(), CCL_TEST_OUT=str(tmp_path), OMP_NUM_THREADS="1")
+def run_job(hosts, nproc, tmp_path, launcher="torchrun", **env_vars):
+    env = dict(clean_env(), CCL_TEST_OUT=str(tmp_path), OMP_NUM_THREADS="1", **env_vars)
+    ranks = sum(nproc) if isinstance(nproc, list) else 2 * nproc
     if launcher == "torchrun":
         outs = netns_hosts.torchrun_on_hosts(hosts, JOB, nproc, env, port=free_port())
     else:
         outs = [netns_hosts.mpiexec_on_hosts(hosts, JOB, nproc, env, port=free_port())]
     for code, out, err in outs:
         assert code == 0, f"{out}\n{err[-4000:]}"
-    return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2 * nproc)]
+    return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(ranks)]
+
+
+def check_ops_and_training(results):
+    for r in results:
+        assert r["problems"] == [], r["problems"]
+        assert r["ddp_max_diff"] < 1e-6 and r["ddp_ranks_agree"]
+        assert r["float_bits_agree"] and r["float_error"] < 1e-4, r
 
 
 def test_one_rank_per_host(hosts, tmp_path):
@@ -42,9 +50,9 @@ def test_one_rank_per_host(hosts, tmp_path):
     # host 1 runs only ranks: oneCCL's endpoints listen on the link's address, never on every address
     # (host 0 also runs torch's rendezvous store, which torch binds to all addresses)
     assert results[1]["wildcard_listeners"] == 0
+    check_ops_and_training(results)
     for r in results:
-        assert r["problems"] == []
-        assert r["ddp_max_diff"] < 1e-6 and r["ddp_ranks_agree"]
+        assert r["hierarchy"].startswith("off: hosts hold 1, 1 ranks")
         assert r["cross_sum"] == 3.0
         assert r["world_shm"] is False and r["cross_shm"] is False  # spans hosts: oneCCL carries allreduce
         # the 16 MiB allreduce between hosts went over the veth (both directions counted)
@@ -55,9 +63,9 @@ def test_one_rank_per_host(hosts, tmp_path):
 def test_two_ranks_per_host_with_groups_across_and_inside(hosts, tmp_path, launcher):
     results = run_job(hosts, 2, tmp_path, launcher)
     assert [r["host"] for r in results] == ["cclhost0", "cclhost0", "cclhost1", "cclhost1"]
+    check_ops_and_training(results)
     for rank, r in enumerate(results):
-        assert r["problems"] == [], r["problems"]
-        assert r["ddp_max_diff"] < 1e-6 and r["ddp_ranks_agree"]
+        assert r["hierarchy"] == "on: 2 hosts x 2 ranks"
         assert r["inside_sum"] == (3.0 if rank < 2 else 7.0)
         # inside a host: ccl-core's shared-memory allreduce, and neither the veth nor loopback carried the 16 MiB
         assert r["inside_shm"] is True and r["world_shm"] is False
@@ -66,3 +74,18 @@ def test_two_ranks_per_host_with_groups_across_and_inside(hosts, tmp_path, launc
         assert results[rank]["cross_sum"] == 5.0
         assert results[rank]["cross_shm"] is False
         assert results[rank]["cross_traffic"]["veth"] >= MiB16
+
+
+def test_every_op_through_the_hierarchy(hosts, tmp_path):
+    """CCL_CORE_HIERARCHY_MIN_BYTES=0: every op of the suite (11 elements: the tail path too) takes the hierarchical
+    path, with the same results as the flat one and the same float bits on every rank."""
+    results = run_job(hosts, 2, tmp_path, CCL_CORE_HIERARCHY_MIN_BYTES="0")
+    check_ops_and_training(results)
+    assert all(r["hierarchy"] == "on: 2 hosts x 2 ranks" for r in results)
+
+
+def test_uneven_hosts_keep_the_flat_path(hosts, tmp_path):
+    results = run_job(hosts, [2, 1], tmp_path, CCL_CORE_HIERARCHY_MIN_BYTES="0")
+    assert [r["host"] for r in results] == ["cclhost0", "cclhost0", "cclhost1"]
+    check_ops_and_training(results)
+    assert all(r["hierarchy"].startswith("off: hosts hold 2, 1 ranks") for r in results)

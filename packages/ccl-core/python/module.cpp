@@ -255,6 +255,9 @@ PYBIND11_MODULE(_ccl_core, m) {
         .def_property_readonly("shared_memory", &Communicator::shared_memory,
                                "True when allreduce, allgather, reduce_scatter and broadcast run through ccl-core's "
                                "shared-memory path instead of oneCCL")
+        .def_property_readonly("hierarchical", &Communicator::hierarchical,
+                               "True when allreduce, allgather, reduce_scatter and broadcast of a group spanning hosts "
+                               "go inside each host first and then across hosts (from CCL_CORE_HIERARCHY_MIN_BYTES up)")
         .def_property_readonly("shared_memory_allreduce", [](const Communicator& c) {
             if (PyErr_WarnEx(PyExc_DeprecationWarning, "shared_memory_allreduce is deprecated: use shared_memory "
                              "(the path covers allgather, reduce_scatter and broadcast as well)", 1) != 0) {
@@ -265,12 +268,14 @@ PYBIND11_MODULE(_ccl_core, m) {
         .def_property_readonly("agreed", [](const Communicator& c) {
             py::dict d;
             d["shared_memory"] = c.shared_memory_status();
+            d["hierarchy"] = c.hierarchy_status();
             d["local_ranks"] = c.local_ranks();
             d["oversubscribed"] = c.oversubscribed();
             d["kernels"] = kernel_level();
             d["progress"] = progress_mode();
             return d;
-        }, "what this rank's group settled on at creation: the shared-memory path (on, or off and why), ranks on this "
+        }, "what this rank's group settled on at creation: the shared-memory path and the hierarchical path across hosts "
+           "(each on, or off and why), ranks on this "
            "host, oversubscription, and this process's kernel level and progress mode")
         .def("abort", &Communicator::abort, py::arg("reason") = "aborted by the user")
 

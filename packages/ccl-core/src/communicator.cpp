@@ -30,6 +30,10 @@ std::shared_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store,
         impl->shm = detail::ShmCollectives::create(*std::make_shared<PrefixStore>("ccl_core/shm", engine.store()), rank,
                                                    size, left, impl->shm_status);
         engine.lend_local_path(impl->shm);
+    } else {  // spans hosts
+        const auto left = std::max(Milliseconds(0), std::chrono::duration_cast<Milliseconds>(deadline - std::chrono::steady_clock::now()));
+        impl->hierarchy = detail::Hierarchy::create(engine, left, impl->hierarchy_status);
+        if (impl->hierarchy) engine.lend_local_path(impl->hierarchy);
     }
     return std::shared_ptr<Communicator>(new Communicator(std::move(impl)));
 }
@@ -45,7 +49,12 @@ int Communicator::local_ranks() const { return impl_->engine->local_ranks(); }
 bool Communicator::oversubscribed() const { return impl_->engine->oversubscribed(); }
 bool Communicator::shared_memory() const { return impl_->shm != nullptr; }
 const std::string& Communicator::shared_memory_status() const { return impl_->shm_status; }
-void Communicator::abort(const std::string& reason) { impl_->engine->abort(reason); }
+bool Communicator::hierarchical() const { return impl_->hierarchy != nullptr; }
+const std::string& Communicator::hierarchy_status() const { return impl_->hierarchy_status; }
+void Communicator::abort(const std::string& reason) {
+    impl_->engine->abort(reason);
+    if (impl_->hierarchy) impl_->hierarchy->abort(reason);
+}
 
 // ---- argument checks (each names the operation and the bad value) -------------------------------------------
 
@@ -123,6 +132,10 @@ Request Communicator::allreduce(const void* send, void* recv, std::size_t count,
         return issue_shm(*impl_, name, Kind::allreduce, send, recv, count, dtype, op, 0,
                          avg_finish(op, recv, count, dtype, size()));
     }
+    if (impl_->hierarchy && impl_->hierarchy->takes(count * dtype_size(dtype), count)) {
+        return impl_->hierarchy->allreduce(impl_->engine, send, recv, count, dtype, op,
+                                           avg_finish(op, recv, count, dtype, size()));
+    }
     if (drops_nan(dtype, op)) {
         return issue_nan_aware(*impl_->engine, name, recv, true, count, dtype, op, [&](ccl::communicator& comm, void* rows) {
             return ccl::allgatherv(send, count, rows, std::vector<std::size_t>(static_cast<std::size_t>(size()), count),
@@ -160,6 +173,9 @@ Request Communicator::broadcast(void* buffer, std::size_t count, DType dtype, in
         return issue_shm(*impl_, name, Kind::broadcast, buffer, buffer, count, dtype,
                          ReduceOp::sum, root);
     }
+    if (impl_->hierarchy && impl_->hierarchy->takes(count * dtype_size(dtype), count)) {
+        return impl_->hierarchy->broadcast(impl_->engine, buffer, count, dtype, root);
+    }
     return impl_->engine->issue(name, impl_->engine->all_ranks(), [&](ccl::communicator& comm) {
         return ccl::broadcast(buffer, count, detail::to_ccl(dtype), root, comm);
     });
@@ -184,6 +200,9 @@ Request Communicator::allgatherv(const void* send, std::size_t send_count, void*
     if (impl_->shm && even) {
         return issue_shm(*impl_, name, Kind::allgather, send, recv, send_count, dtype);
     }
+    if (impl_->hierarchy && even && impl_->hierarchy->takes(send_count * dtype_size(dtype), send_count)) {
+        return impl_->hierarchy->allgather(impl_->engine, send, recv, send_count, dtype);
+    }
     return impl_->engine->issue(name, impl_->engine->all_ranks(), [&](ccl::communicator& comm) {
         return ccl::allgatherv(send, send_count, recv, recv_counts, detail::to_ccl(dtype), comm);
     });
@@ -197,6 +216,10 @@ Request Communicator::reduce_scatter(const void* send, void* recv, std::size_t r
     if (impl_->shm && impl_->shm->fits(Kind::reduce_scatter, dtype)) {
         return issue_shm(*impl_, name, Kind::reduce_scatter, send, recv, recv_count, dtype, op, 0,
                          avg_finish(op, recv, recv_count, dtype, size()));
+    }
+    if (impl_->hierarchy && impl_->hierarchy->takes(recv_count * dtype_size(dtype), recv_count)) {
+        return impl_->hierarchy->reduce_scatter(impl_->engine, send, recv, recv_count, dtype, op,
+                                                avg_finish(op, recv, recv_count, dtype, size()));
     }
     if (drops_nan(dtype, op)) {
         return issue_nan_aware(*impl_->engine, name, recv, true, recv_count, dtype, op, [&](ccl::communicator& comm, void* rows) {

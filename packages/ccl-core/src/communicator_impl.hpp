@@ -1,8 +1,10 @@
-// A host communicator = the oneCCL engine plus ccl-core's shared-memory path (private to ccl-core).
+// A host communicator = the oneCCL engine plus ccl-core's shared-memory path or, across hosts, its hierarchical
+// path (private to ccl-core).
 #pragma once
 
 #include <ccl_core/communicator.hpp>
 
+#include "hierarchy/hierarchy.hpp"
 #include "oneccl/engine_operation.hpp"
 #include "shm/shm_collectives.hpp"
 
@@ -18,7 +20,14 @@ public:
     std::shared_ptr<Engine> engine;
     std::shared_ptr<detail::ShmCollectives> shm;  // ops without oneCCL when every rank is on this host
     std::string shm_status = "off: the group spans hosts";  // "on", or why the group agreed on oneCCL
+    std::shared_ptr<detail::Hierarchy> hierarchy;  // ops through each host's ranks, across hosts
+    std::string hierarchy_status = "off: the group is on one host";
     int subgroups_made = 0;  // same on every rank, since subgroup() is collective
+
+    // An aborted group's inner communicators are aborted too: their destructors would wait for peers that may be gone.
+    ~Impl() {
+        if (hierarchy && engine->aborted()) hierarchy->abort("the group was aborted");
+    }
 };
 
 namespace detail {

@@ -33,6 +33,10 @@ PYBIND11_MODULE(CCL_TORCH_MODULE, m) {  // _C_torch2_13 etc.: one per torch mino
                                [](ccl_torch::ProcessGroupCCL& pg) { return pg.communicator().shared_memory(); },
                                "True when allreduce, allgather, reduce_scatter and broadcast run through ccl-core's "
                                "shared-memory path (every rank of the group on this host) instead of oneCCL")
+        .def_property_readonly("hierarchy",
+                               [](ccl_torch::ProcessGroupCCL& pg) { return pg.communicator().hierarchy_status(); },
+                               "\"on: 2 hosts x 2 ranks\" when allreduce, allgather, reduce_scatter and broadcast of "
+                               "this group go inside each host first, then across hosts; else \"off: <why>\"")
         .def_property_readonly("shared_memory_allreduce", [](ccl_torch::ProcessGroupCCL& pg) {
             if (PyErr_WarnEx(PyExc_DeprecationWarning, "shared_memory_allreduce is deprecated: use shared_memory", 1) != 0) {
                 throw py::error_already_set();

@@ -37,6 +37,11 @@ public:
     bool shared_memory() const;
     // What the group agreed on that path: "on", or "off: <why>" ("off: rank 1 has CCL_CORE_SHM=0").
     const std::string& shared_memory_status() const;
+    // True when allreduce, allgather, reduce_scatter and broadcast of a group that spans hosts, with the same number
+    // (>= 2) of ranks on each, go through each host's ranks and then across hosts (src/hierarchy/hierarchy.hpp), for
+    // messages from CCL_CORE_HIERARCHY_MIN_BYTES up; hierarchy_status() says "on: 2 hosts x 2 ranks" or why not.
+    bool hierarchical() const;
+    const std::string& hierarchy_status() const;
     [[deprecated("shared_memory(): it covers allgather, reduce_scatter and broadcast as well")]]
     bool shared_memory_allreduce() const { return shared_memory(); }
     // Set after a timeout or error: every later call throws CommunicatorAborted.

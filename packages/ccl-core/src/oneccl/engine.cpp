@@ -104,6 +104,8 @@ void Engine::join(std::chrono::steady_clock::time_point deadline) {
     store_->set(key(rank_), Bytes(announcement.begin(), announcement.end()));
     std::vector<int> missing;
     std::set<std::string> host_cpus;
+    std::vector<std::string> hosts;  // identities in the order of their lowest rank
+    host_of_ranks_.assign(static_cast<std::size_t>(size_), -1);
     int same_host = 0;
     for (int r = 0; r < size_; ++r) {
         try {
@@ -114,6 +116,9 @@ void Engine::join(std::chrono::steady_clock::time_point deadline) {
             std::getline(text, pid);
             std::getline(text, cpus);
             std::getline(text, pid_ns);
+            auto known = std::find(hosts.begin(), hosts.end(), identity);
+            host_of_ranks_[static_cast<std::size_t>(r)] = static_cast<int>(known - hosts.begin());
+            if (known == hosts.end()) hosts.push_back(identity);
             if (identity != me) continue;
             ++same_host;
             if (r != rank_ && pid_means_something(pid, pid_ns, my_pid_namespace)) {

@@ -72,6 +72,8 @@ public:
     // Ranks of this group on this host (by hostname and boot id), and whether they outnumber the cores they may
     // run on together (then waiting sleeps between polls).
     int local_ranks() const { return local_ranks_; }
+    // The host of every rank, hosts numbered in the order of their lowest rank (so the same on every rank).
+    const std::vector<int>& host_of_ranks() const { return host_of_ranks_; }
     bool oversubscribed() const { return oversubscribed_; }
     // "communicator 'tp' (rank 1 of 4)"
     std::string describe() const;
@@ -125,6 +127,7 @@ private:
     std::unique_ptr<ccl::communicator> comm_;
     std::shared_ptr<LocalPath> local_path_;
     int local_ranks_ = 1;
+    std::vector<int> host_of_ranks_;
     bool oversubscribed_ = false;
     std::vector<std::pair<int, pid_t>> local_peer_pids_;  // (rank, process) of same-host peers (dead_processes.hpp)
     std::atomic<bool> aborted_{false};

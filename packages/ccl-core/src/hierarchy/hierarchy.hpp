@@ -1,0 +1,88 @@
+// Collectives of a group that spans hosts with several ranks on each: inside a host through a communicator of that
+// host's ranks (the shared-memory path), between hosts through one oneCCL communicator per local index (the ranks
+// that hold the same place on every host), so that each byte crosses the link as few times as the op allows.
+//
+// On a cluster the link between hosts is the bottleneck: a host's memory moves tens of GB/s, its NIC a few. oneCCL's
+// flat algorithms treat every rank alike, so a ring over 2 hosts x L ranks carries a message over the link more often
+// than needed. Here, with H hosts of L ranks and a message of N bytes:
+// - allreduce: reduce_scatter inside the host (rank i holds the host's sum of piece i, N/L bytes), allreduce of that
+//   piece between hosts (L communicators side by side, each N/L), allgather inside the host;
+// - reduce_scatter: reduce_scatter inside the host of the blocks each local index owns on every host, then
+//   reduce_scatter of those between hosts;
+// - allgather: allgather between hosts (each local index its own input), then inside the host;
+// - broadcast: between hosts among the root's local index, then inside each host.
+// Every rank of a host then sends over the link only its own share of what the host must send. Only groups whose
+// hosts hold the same number of ranks (>= 2) take this path; others keep oneCCL's flat algorithms.
+//
+// An op is a chain of stages, each an op on one of the two inner communicators, issued when the previous one
+// completes. oneCCL matches ops by their order on every rank: a chain issues its first stage only once every earlier
+// chain has issued its last, so the inner communicators see the same sequence everywhere.
+#pragma once
+
+#include "../shm/local_path.hpp"
+
+#include <ccl_core/communicator.hpp>
+#include <ccl_core/oneccl/engine.hpp>
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace ccl_core::detail {
+
+class Hierarchy final : public LocalPath, public std::enable_shared_from_this<Hierarchy> {
+public:
+    // Collective over the group's store. nullptr when the group does not span hosts with the same number (>= 2) of
+    // ranks on each, or when any rank has CCL_CORE_HIERARCHY=0; `status` says which ("on: 2 hosts x 2 ranks",
+    // "off: hosts hold 2, 1 ranks").
+    static std::shared_ptr<Hierarchy> create(const Engine& group, Milliseconds timeout, std::string& status);
+    ~Hierarchy() override;
+
+    // Whether an op that moves `bytes` per rank (the whole buffer of allreduce and broadcast, one rank's block of
+    // allgather and reduce_scatter) of `count` elements goes this way. Below CCL_CORE_HIERARCHY_MIN_BYTES (rank 0's,
+    // agreed at creation) oneCCL's flat path is faster: one latency instead of three.
+    bool takes(std::size_t bytes, std::size_t count) const;
+
+    // The ops; `finish` runs once the op is through (avg's division). Sums stand for avg (the caller divides).
+    Request allreduce(const std::shared_ptr<Engine>& group, const void* send, void* recv, std::size_t count,
+                      DType dtype, ReduceOp op, std::function<void()> finish);
+    Request reduce_scatter(const std::shared_ptr<Engine>& group, const void* send, void* recv, std::size_t recv_count,
+                           DType dtype, ReduceOp op, std::function<void()> finish);
+    Request allgather(const std::shared_ptr<Engine>& group, const void* send, void* recv, std::size_t count,
+                      DType dtype);
+    Request broadcast(const std::shared_ptr<Engine>& group, void* buffer, std::size_t count, DType dtype, int root);
+
+    // Aborts the inner communicators (their destructors would otherwise wait for peers that may be gone).
+    void abort(const std::string& reason);
+
+    // LocalPath: a wait on any other op of the group moves the chains too (a peer may wait for this rank's stage).
+    void drive() override;
+    void note_my_core() override {}
+    bool peer_on_my_core() const override { return false; }
+
+    struct Chain;
+    // Advances every queued chain as far as the order allows; true once `chain` is through. Raises its failure.
+    bool progress(Chain& chain);
+
+private:
+    Hierarchy() = default;
+    Request start(const std::shared_ptr<Engine>& group, const char* op, std::shared_ptr<Chain> chain,
+                  std::function<void()> finish);
+    void advance_queue();
+    int rank_at(int host, int local_rank) const {
+        return rank_at_[static_cast<std::size_t>(host * local_size_ + local_rank)];
+    }
+
+    std::shared_ptr<Communicator> local_;  // this host's ranks
+    std::shared_ptr<Communicator> cross_;  // this local index on every host
+    int hosts_ = 0, host_ = 0, local_size_ = 0, local_rank_ = 0;
+    std::vector<int> rank_at_;  // group rank of (host, local rank), at host * local_size_ + local rank
+    std::size_t min_bytes_ = 0;
+    std::mutex mutex_;
+    std::deque<std::shared_ptr<Chain>> queue_;
+};
+
+}  // namespace ccl_core::detail
