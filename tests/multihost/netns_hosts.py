@@ -47,6 +47,13 @@ def create(tag: str) -> list[Host]:
     return hosts
 
 
+def shape(hosts: list[Host], rate: str) -> None:
+    """Limits the link to `rate` ("2500mbit") in both directions (each end's egress), with tc's token bucket."""
+    for h in hosts:
+        _ip("netns", "exec", h.netns, "tc", "qdisc", "replace", "dev", h.interface, "root", "tbf", "rate", rate,
+            "burst", "1mb", "latency", "10ms")
+
+
 def destroy(hosts: list[Host]) -> None:
     for h in hosts:
         subprocess.run(["ip", "netns", "del", h.netns], capture_output=True)  # also removes its veth ends

@@ -17,6 +17,9 @@ struct BackoffPhases {
     std::chrono::microseconds spin{0};
     std::chrono::microseconds yield{0};
     std::chrono::microseconds short_naps{0};
+    // Until then naps stay under transfer_nap (when set): a transfer between hosts moves only while polled.
+    std::chrono::microseconds transfer{0};
+    std::chrono::microseconds transfer_nap{0};
 };
 
 class Backoff {

@@ -45,8 +45,10 @@ Backoff::Step Backoff::step(Clock::time_point now) const {
 
 microseconds Backoff::next_nap(Clock::time_point now) {
     const auto age = now - start_;
-    const microseconds nap = std::min(nap_, nap_cap(age));
-    if (age >= phases_.short_naps) nap_ = std::min(nap * 2, nap_cap(age));
+    microseconds cap = nap_cap(age);
+    if (age < phases_.transfer && phases_.transfer_nap.count() > 0) cap = std::min(cap, phases_.transfer_nap);
+    const microseconds nap = std::min(nap_, cap);
+    if (age >= phases_.short_naps) nap_ = std::min(nap * 2, cap);
     return nap;
 }
 

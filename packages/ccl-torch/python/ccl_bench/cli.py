@@ -56,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-n", "--nproc", type=int, default=2, help="ranks to start when not under a launcher (default 2)")
     p.add_argument("--ops", default="all_reduce,all_gather,reduce_scatter,all_to_all,broadcast", help=OPS_HELP)
     p.add_argument("--backends", default="ccl,gloo,raw",
-                   help="any of ccl, gloo, raw (ccl-core without torch), deepspeed and deepspeed-inference (DeepSpeed's "
+                   help="any of ccl, gloo, raw (ccl-core without torch), ccl-flat (ccl with CCL_CORE_HIERARCHY=0: "
+                        "oneCCL's flat algorithms across hosts), deepspeed and deepspeed-inference (DeepSpeed's "
                         "own oneCCL op: its all_reduce and inference_all_reduce; with --ops all_reduce)")
     # not --min/--max: torchrun would take --max for an abbreviation of its --max-restarts
     p.add_argument("-b", "--min-bytes", dest="min_size", default="1K", help="smallest message (default 1K)")
@@ -122,7 +123,7 @@ def worker(args) -> int:
     for o in ops:
         if o not in runners.OPS:
             raise SystemExit(f"ccl-bench: unknown op {o!r}; choose from {OPS_HELP}")
-    known = ("ccl", "gloo", "raw") + deepspeed_op.BACKENDS
+    known = ("ccl", "gloo", "raw", "ccl-flat") + deepspeed_op.BACKENDS
     for b in backends:
         if b not in known:
             raise SystemExit(f"ccl-bench: unknown backend {b!r}; choose from {', '.join(known)}")
@@ -140,6 +141,8 @@ def worker(args) -> int:
     control = dist.new_group(backend="gloo")
     groups = {"ccl": dist.group.WORLD, "gloo": dist.new_group(backend="gloo") if "gloo" in backends else None,
               "fake": fake_group() if args.floor else None}
+    if "ccl-flat" in backends:
+        groups["ccl-flat"] = _flat_ccl_group()
     comm = _raw_communicator(rank, size) if "raw" in backends else None
     ds_op = deepspeed_op.build(rank, size) if set(backends) & set(deepspeed_op.BACKENDS) else None
     fault = os.environ.get("CCL_BENCH_FAULT", "") == str(rank)
@@ -217,6 +220,22 @@ def worker(args) -> int:
     time.sleep(0.2)  # let gloo's threads release their last work while Python is alive (torch gloo race)
     dist.destroy_process_group()
     return 1 if failures else 0
+
+
+def _flat_ccl_group():
+    """A ccl group of every rank whose ops across hosts take oneCCL's flat algorithms (the switch is read, and agreed
+    by every rank, when the group is created)."""
+    import torch.distributed as dist
+
+    before = os.environ.get("CCL_CORE_HIERARCHY")
+    os.environ["CCL_CORE_HIERARCHY"] = "0"
+    try:
+        return dist.new_group(backend="ccl")
+    finally:
+        if before is None:
+            del os.environ["CCL_CORE_HIERARCHY"]
+        else:
+            os.environ["CCL_CORE_HIERARCHY"] = before
 
 
 LATE_PEER_PATHS = {"ccl shared memory": ("ccl", "1"), "ccl oneCCL": ("ccl", "0"), "gloo": ("gloo", "")}

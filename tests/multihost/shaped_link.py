@@ -1,0 +1,153 @@
+"""The rate-limited test bed: two netns hosts whose link is shaped with tc's token bucket, the link's rate measured
+with one TCP stream, then ccl-bench under torchrun on both hosts (ccl, ccl-flat = oneCCL's flat algorithms, gloo),
+each op beside its link limit: the bytes the op must carry over the link one way, divided by the measured rate.
+
+    python tests/multihost/shaped_link.py --rate 2500mbit --ops all_reduce -b 16M -e 64M --dtype float32 --rounds 3
+
+Needs root (network namespaces). Prints a table; --json keeps every round's rows."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent)]
+
+import netns_hosts  # noqa: E402
+from ranks import clean_env  # noqa: E402
+
+# The share of an op's message (ccl-bench's size: all_reduce's and broadcast's buffer, all_gather's output,
+# reduce_scatter's input) that must cross between two hosts one way: all_reduce exchanges half its partial sum and
+# half its result each way, all_gather and reduce_scatter the other host's half, broadcast the whole buffer.
+CROSSING = {"all_reduce": 1.0, "all_gather": 0.5, "reduce_scatter": 0.5, "broadcast": 1.0}
+
+SINK = """
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(1); print("ready", flush=True)
+c, _ = s.accept(); n = 0
+while True:
+    b = c.recv(1 << 20)
+    if not b: break
+    n += len(b)
+c.sendall(str(n).encode()); c.close()
+"""
+
+SOURCE = """
+import socket, sys, time
+n = int(sys.argv[3]); chunk = b"x" * (1 << 20)
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+t = time.perf_counter(); sent = 0
+while sent < n:
+    c.sendall(chunk); sent += len(chunk)
+c.shutdown(socket.SHUT_WR); got = int(c.recv(64)); dt = time.perf_counter() - t
+print(got / dt)
+"""
+
+
+def link_rate(hosts, nbytes: int = 256 << 20, port: int = 29999) -> float:
+    """Bytes per second of one TCP stream from host 0 to host 1 (the second host's receipt of every byte)."""
+    sink = netns_hosts.start(hosts[1], [sys.executable, "-c", SINK, hosts[1].address, str(port)], dict(os.environ))
+    assert sink.stdout.readline().strip() == "ready"
+    source = netns_hosts.start(hosts[0], [sys.executable, "-c", SOURCE, hosts[1].address, str(port), str(nbytes)],
+                               dict(os.environ))
+    out, err = source.communicate(timeout=300)
+    sink.communicate(timeout=60)
+    if source.returncode != 0:
+        raise RuntimeError(f"link measurement failed: {err}")
+    return float(out.strip())
+
+
+def bench_round(hosts, nproc: int, bench_args: list[str], out: Path, port: int) -> list[dict]:
+    env = dict(clean_env(), OMP_NUM_THREADS="1")  # gloo finds the link by the hosts' names
+    outs = netns_hosts.torchrun_on_hosts(hosts, "-m", nproc, env, port,
+                                         args=["ccl_bench", *bench_args, "--json", str(out), "--quiet"])
+    for code, o, e in outs:
+        if code != 0:
+            raise RuntimeError(f"ccl-bench failed ({code}):\n{o}\n{e[-4000:]}")
+    return json.loads(out.read_text())["results"]
+
+
+def summarize(rounds: list[list[dict]], rate: float) -> list[dict]:
+    """Per (op, bytes): each backend's medians over the rounds, and the link limit."""
+    cases: dict[tuple[str, int], dict] = {}
+    for rows in rounds:
+        for r in rows:
+            c = cases.setdefault((r["op"], r["bytes"]), {"op": r["op"], "bytes": r["bytes"], "checks": set()})
+            c.setdefault(r["backend"], []).append(r["median_us"] / 1000)
+            c["checks"].add(r["check"])
+    for (op, nbytes), c in cases.items():
+        c["link_limit_ms"] = CROSSING[op] * nbytes / rate * 1000
+    return list(cases.values())
+
+
+def table(cases: list[dict], backends: list[str]) -> str:
+    def span(v):
+        return f"{min(v):.1f}-{max(v):.1f}" if len(v) > 1 else f"{v[0]:.1f}"
+
+    lines = ["op              size    " + "".join(f"{b + ' ms':>16}" for b in backends) +
+             "  link limit ms  ccl/limit  flat/ccl  gloo/ccl  checks"]
+    for c in cases:
+        med = {b: statistics.median(c[b]) for b in backends if b in c}
+        ratios = [f"{med['ccl'] / c['link_limit_ms']:9.2f}" if "ccl" in med else f"{'-':>9}",
+                  f"{med['ccl-flat'] / med['ccl']:8.2f}" if {"ccl", "ccl-flat"} <= med.keys() else f"{'-':>8}",
+                  f"{med['gloo'] / med['ccl']:8.2f}" if {"ccl", "gloo"} <= med.keys() else f"{'-':>8}"]
+        lines.append(f"{c['op']:<15} {c['bytes'] >> 20:>4} MiB" +
+                     "".join(f"{span(c[b]) if b in c else '-':>16}" for b in backends) +
+                     f"{c['link_limit_ms']:>15.1f}  " + "  ".join(ratios) + "  " + ",".join(sorted(c["checks"])))
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rate", default="2500mbit", help="tc tbf rate of the link (default 2500mbit)")
+    p.add_argument("--nproc", type=int, default=2, help="ranks per host (default 2)")
+    p.add_argument("--rounds", type=int, default=3, help="ccl-bench runs, each in fresh processes (default 3)")
+    p.add_argument("--ops", default="all_reduce,all_gather,reduce_scatter,broadcast")
+    p.add_argument("--backends", default="ccl,ccl-flat,gloo")
+    p.add_argument("-b", "--min-bytes", default="16M")
+    p.add_argument("-e", "--max-bytes", default="64M")
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--iters", default="5")
+    p.add_argument("--json", help="write the rate, every round's rows and the summary here")
+    args = p.parse_args(argv)
+    why_not = netns_hosts.can_make_namespaces()
+    if why_not:
+        raise SystemExit(f"shaped_link: {why_not}")
+    from ccl_core import free_port
+
+    hosts = netns_hosts.create(str(os.getpid() % 10000))
+    try:
+        netns_hosts.shape(hosts, args.rate)
+        rate = link_rate(hosts)
+        print(f"link: tbf {args.rate}; one TCP stream measured {rate / 1e6:.0f} MB/s", flush=True)
+        bench = ["--ops", args.ops, "--backends", args.backends, "-b", args.min_bytes, "-e", args.max_bytes,
+                 "--dtype", args.dtype, "--iters", args.iters, "--warmup", "2"]
+        rounds = []
+        with tempfile.TemporaryDirectory() as tmp:
+            for i in range(args.rounds):
+                t = time.perf_counter()
+                rounds.append(bench_round(hosts, args.nproc, bench, Path(tmp, f"round{i}.json"), free_port()))
+                print(f"round {i + 1}/{args.rounds}: {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
+    finally:
+        netns_hosts.destroy(hosts)
+    cases = summarize(rounds, rate)
+    backends = args.backends.split(",")
+    print(f"2 hosts x {args.nproc} ranks, {args.dtype}; ms per op (range of the per-round medians over {args.rounds} "
+          f"round(s)); link limit = bytes the op must carry one way / {rate / 1e6:.0f} MB/s")
+    print(table(cases, backends))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rate_Bps": rate, "tbf": args.rate, "rounds": rounds,
+                                               "cases": [dict(c, checks=sorted(c["checks"])) for c in cases]}, indent=2))
+    return 0 if all(c["checks"] == {"ok"} for c in cases) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
