@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <sstream>
 
 namespace ccl_core::detail {
 
@@ -13,6 +14,8 @@ namespace {
 
 // Below this (per rank) oneCCL's flat path is faster (docs/performance.md, "Across hosts").
 constexpr std::size_t kDefaultMinBytes = 256 << 10;
+// Pieces that cross the link while the next one is reduced inside the host (docs/performance.md, "Across hosts").
+constexpr std::size_t kDefaultPieceBytes = 4 << 20;
 
 std::string env_or(const char* name, const char* fallback) {
     const char* v = std::getenv(name);
@@ -42,13 +45,44 @@ Scratch scratch(std::size_t elements, DType dtype) {
 
 }  // namespace
 
-// A hierarchical op: its stages in order, the one in flight, and how it ended.
+// A hierarchical op: its pieces (lanes), each a sequence of stages on the inner communicators. Lanes move side by
+// side, so that one piece crosses the link while the next is reduced inside the host.
 struct Hierarchy::Chain {
-    std::vector<std::function<Request()>> stages;
-    std::size_t next = 0;  // the stage to issue next
-    Request current;
+    enum Inner { local = 0, cross = 1 };
+    struct Stage {
+        Inner on;
+        std::function<Request()> issue;
+    };
+    struct Lane {
+        std::vector<Stage> stages;
+        std::size_t next = 0;  // the stage to issue next
+        Request current;       // the stage in flight, if any
+    };
+    std::vector<Lane> lanes;
+    // Per inner communicator, the order in which this op issues its stages there: by stage index, then lane. Every
+    // rank follows it, and a later op issues nothing on a communicator before this one has issued all of its stages
+    // there, so that each inner communicator sees the same sequence of ops on every rank.
+    std::vector<std::pair<std::size_t, std::size_t>> order[2];
+    std::size_t issued[2] = {0, 0};
     bool done = false;
     std::exception_ptr error;
+
+    void add_lane(std::vector<Stage> stages) { lanes.push_back(Lane{std::move(stages)}); }
+    void seal() {
+        std::size_t longest = 0;
+        for (const Lane& l : lanes) longest = std::max(longest, l.stages.size());
+        for (std::size_t s = 0; s < longest; ++s) {
+            for (std::size_t l = 0; l < lanes.size(); ++l) {
+                if (s < lanes[l].stages.size()) order[lanes[l].stages[s].on].push_back({l, s});
+            }
+        }
+    }
+    bool through() const {
+        for (const Lane& l : lanes) {
+            if (l.next < l.stages.size() || l.current.operation()) return false;
+        }
+        return true;
+    }
 };
 
 namespace {
@@ -98,16 +132,26 @@ std::shared_ptr<Hierarchy> Hierarchy::create(const Engine& group, Milliseconds t
     const std::string mine = env_or("CCL_CORE_HIERARCHY", "1");
     const std::string min_bytes = env_or("CCL_CORE_HIERARCHY_MIN_BYTES", std::to_string(kDefaultMinBytes).c_str());
     if (mine != "0" && mine != "1") throw InvalidArgument("CCL_CORE_HIERARCHY=" + mine + ": use 1 (default) or 0");
+    const std::string piece_bytes = env_or("CCL_CORE_HIERARCHY_PIECE_BYTES", std::to_string(kDefaultPieceBytes).c_str());
     (void)parse_bytes("CCL_CORE_HIERARCHY_MIN_BYTES", min_bytes);
-    agreed.set(std::to_string(group.rank()), text(mine + " " + min_bytes));
+    if (parse_bytes("CCL_CORE_HIERARCHY_PIECE_BYTES", piece_bytes) == 0) {
+        throw InvalidArgument("CCL_CORE_HIERARCHY_PIECE_BYTES=0: give a positive number of bytes");
+    }
+    agreed.set(std::to_string(group.rank()), text(mine + " " + min_bytes + " " + piece_bytes));
     std::string off;
-    std::size_t threshold = 0;
+    std::size_t threshold = 0, piece = 0;
     for (int r = 0; r < group.size(); ++r) {
-        const std::string said = text(agreed.get(std::to_string(r), left()));
-        const auto space = said.find(' ');
-        if (space == std::string::npos || space == 0) throw BackendError("hierarchy: rank " + std::to_string(r) + " sent a malformed setting");
-        if (said.substr(0, space) != "1" && off.empty()) off = "off: rank " + std::to_string(r) + " has CCL_CORE_HIERARCHY=0";
-        if (r == 0) threshold = parse_bytes("CCL_CORE_HIERARCHY_MIN_BYTES (rank 0's)", said.substr(space + 1));
+        // "<switch> <min bytes> <piece bytes>", from a peer: checked, not trusted
+        std::istringstream said(text(agreed.get(std::to_string(r), left())));
+        std::string on, min_text, piece_text, extra;
+        if (!(said >> on >> min_text >> piece_text) || (said >> extra)) {
+            throw BackendError("hierarchy: rank " + std::to_string(r) + " sent a malformed setting");
+        }
+        if (on != "1" && off.empty()) off = "off: rank " + std::to_string(r) + " has CCL_CORE_HIERARCHY=0";
+        if (r == 0) {
+            threshold = parse_bytes("CCL_CORE_HIERARCHY_MIN_BYTES (rank 0's)", min_text);
+            piece = std::max<std::size_t>(1, parse_bytes("CCL_CORE_HIERARCHY_PIECE_BYTES (rank 0's)", piece_text));
+        }
     }
     if (!off.empty()) {
         status = off;
@@ -119,6 +163,7 @@ std::shared_ptr<Hierarchy> Hierarchy::create(const Engine& group, Milliseconds t
     h->local_size_ = per_host[0];
     h->host_ = host_of[static_cast<std::size_t>(group.rank())];
     h->min_bytes_ = threshold;
+    h->piece_bytes_ = piece;
     h->rank_at_.assign(static_cast<std::size_t>(hosts * h->local_size_), -1);
     std::vector<int> filled(static_cast<std::size_t>(hosts), 0);
     for (int r = 0; r < group.size(); ++r) {
@@ -171,33 +216,45 @@ bool Hierarchy::progress(Chain& chain) {
 }
 
 void Hierarchy::advance_queue() {
+    bool blocked[2] = {false, false};  // an earlier op has stages left to issue on this inner communicator
     for (auto it = queue_.begin(); it != queue_.end();) {
         Chain& c = **it;
         try {
-            for (;;) {
-                if (c.current.operation() && !c.current.test()) break;
-                if (c.next == c.stages.size()) {
-                    c.done = true;
-                    break;
+            for (bool moved = true; moved;) {
+                moved = false;
+                for (Chain::Lane& lane : c.lanes) {
+                    if (lane.current.operation() && lane.current.test()) {
+                        lane.current = Request();
+                        moved = true;
+                    }
                 }
-                c.current = c.stages[c.next++]();
+                for (int k = 0; k < 2; ++k) {
+                    while (!blocked[k] && c.issued[k] < c.order[k].size()) {
+                        const auto [l, s] = c.order[k][c.issued[k]];
+                        Chain::Lane& lane = c.lanes[l];
+                        if (lane.next != s || lane.current.operation()) break;  // its previous stage is not through
+                        lane.current = lane.stages[s].issue();
+                        ++lane.next;
+                        ++c.issued[k];
+                        moved = true;
+                    }
+                }
             }
+            c.done = c.through();
         } catch (...) {
             c.error = std::current_exception();
             c.done = true;
+            abort("a hierarchical op failed");  // its stages still in flight fail at once instead of at their deadline
         }
-        if (c.done) {
-            it = queue_.erase(it);
-            continue;
-        }
-        if (c.next < c.stages.size()) break;  // later chains issue only once this one has issued its last stage
-        ++it;
+        for (int k = 0; k < 2; ++k) blocked[k] = blocked[k] || (!c.done && c.issued[k] < c.order[k].size());
+        it = c.done ? queue_.erase(it) : std::next(it);
     }
 }
 
 Request Hierarchy::start(const std::shared_ptr<Engine>& group, const char* op, std::shared_ptr<Chain> chain,
                          std::function<void()> finish) {
     group->throw_if_aborted(op);
+    chain->seal();
     {
         std::lock_guard<std::mutex> lock(mutex_);
         queue_.push_back(chain);
@@ -207,24 +264,43 @@ Request Hierarchy::start(const std::shared_ptr<Engine>& group, const char* op, s
 
 // ---- the ops ------------------------------------------------------------------------------------------------
 
+std::vector<Hierarchy::Piece> Hierarchy::pieces(std::size_t count, std::size_t multiple, DType dtype) const {
+    const std::size_t units = count / multiple;  // the pieces hold whole multiples; the caller handles the rest
+    const std::size_t bytes = count * dtype_size(dtype);
+    const std::size_t wanted = std::clamp<std::size_t>((bytes + piece_bytes_ - 1) / std::max<std::size_t>(piece_bytes_, 1), 1, kMaxPieces);
+    const std::size_t n = std::max<std::size_t>(1, std::min(wanted, units));
+    std::vector<Piece> out;
+    for (std::size_t i = 0, first = 0; i < n; ++i) {
+        const std::size_t take = (units / n + (i < units % n ? 1 : 0)) * multiple;
+        out.push_back({first, take});
+        first += take;
+    }
+    return out;
+}
+
 Request Hierarchy::allreduce(const std::shared_ptr<Engine>& group, const void* send, void* recv, std::size_t count,
                              DType dtype, ReduceOp op, std::function<void()> finish) {
     const ReduceOp inner = op == ReduceOp::avg ? ReduceOp::sum : op;
-    const std::size_t piece = count / static_cast<std::size_t>(local_size_);
-    const std::size_t tail = count - piece * static_cast<std::size_t>(local_size_);
-    void* mine = at(recv, piece * static_cast<std::size_t>(local_rank_), dtype);
+    const auto L = static_cast<std::size_t>(local_size_), me = static_cast<std::size_t>(local_rank_);
     auto chain = std::make_shared<Chain>();
     auto local = local_, cross = cross_;
-    chain->stages = {
-        [=] { return local->reduce_scatter(send, mine, piece, dtype, inner); },
-        [=] { return cross->allreduce(mine, mine, piece, dtype, inner); },
-        [=] { return local->allgather(mine, recv, piece, dtype); },
-    };
-    if (tail > 0) {  // the last count % L elements: inside the host, then between hosts
-        const void* tail_send = at(send, count - tail, dtype);
-        void* tail_recv = at(recv, count - tail, dtype);
-        chain->stages.push_back([=] { return local->allreduce(tail_send, tail_recv, tail, dtype, inner); });
-        chain->stages.push_back([=] { return cross->allreduce(tail_recv, tail_recv, tail, dtype, inner); });
+    std::size_t covered = 0;
+    for (const Piece& p : pieces(count, L, dtype)) {
+        // local rank i reduces share i of the piece over its host, then with the other hosts, then shares it
+        const std::size_t share = p.n / L;
+        const void* in = at(send, p.first, dtype);
+        void* out = at(recv, p.first, dtype);
+        void* mine = at(recv, p.first + share * me, dtype);
+        chain->add_lane({{Chain::local, [=] { return local->reduce_scatter(in, mine, share, dtype, inner); }},
+                         {Chain::cross, [=] { return cross->allreduce(mine, mine, share, dtype, inner); }},
+                         {Chain::local, [=] { return local->allgather(mine, out, share, dtype); }}});
+        covered = p.first + p.n;
+    }
+    if (const std::size_t tail = count - covered; tail > 0) {  // fewer than L elements: inside the host, then across
+        const void* in = at(send, covered, dtype);
+        void* out = at(recv, covered, dtype);
+        chain->add_lane({{Chain::local, [=] { return local->allreduce(in, out, tail, dtype, inner); }},
+                         {Chain::cross, [=] { return cross->allreduce(out, out, tail, dtype, inner); }}});
     }
     return start(group, "allreduce", std::move(chain), std::move(finish));
 }
@@ -233,23 +309,29 @@ Request Hierarchy::reduce_scatter(const std::shared_ptr<Engine>& group, const vo
                                   std::size_t recv_count, DType dtype, ReduceOp op, std::function<void()> finish) {
     const ReduceOp inner = op == ReduceOp::avg ? ReduceOp::sum : op;
     const auto H = static_cast<std::size_t>(hosts_), L = static_cast<std::size_t>(local_size_);
-    // The blocks regrouped by local index: local rank i reduces, over its host, the blocks of local index i on every
-    // host (host order), which it then reduce-scatters with the other hosts.
+    const std::size_t e = dtype_size(dtype);
+    // Piece [first, first + n) of every block, regrouped by local index: local rank i reduces, over its host, that
+    // piece of the blocks of local index i on every host (host order), then reduce-scatters it with the other hosts.
+    const std::vector<Piece> parts = pieces(recv_count, 1, dtype);
     Scratch by_index = scratch(L * H * recv_count, dtype);
-    const std::size_t block = recv_count * dtype_size(dtype);
-    for (std::size_t i = 0; i < L; ++i) {
-        for (std::size_t h = 0; h < H; ++h) {
-            const auto r = static_cast<std::size_t>(rank_at(static_cast<int>(h), static_cast<int>(i)));
-            std::memcpy(by_index->data() + (i * H + h) * block, static_cast<const char*>(send) + r * block, block);
-        }
-    }
     Scratch host_sum = scratch(H * recv_count, dtype);
     auto chain = std::make_shared<Chain>();
     auto local = local_, cross = cross_;
-    chain->stages = {
-        [=] { return local->reduce_scatter(by_index->data(), host_sum->data(), H * recv_count, dtype, inner); },
-        [=] { return cross->reduce_scatter(host_sum->data(), recv, recv_count, dtype, inner); },
-    };
+    for (const Piece& p : parts) {
+        char* regrouped = by_index->data() + L * H * p.first * e;  // this piece's L x H blocks of p.n elements
+        for (std::size_t i = 0; i < L; ++i) {
+            for (std::size_t h = 0; h < H; ++h) {
+                const auto r = static_cast<std::size_t>(rank_at(static_cast<int>(h), static_cast<int>(i)));
+                std::memcpy(regrouped + (i * H + h) * p.n * e, static_cast<const char*>(send) + (r * recv_count + p.first) * e,
+                            p.n * e);
+            }
+        }
+        char* summed = host_sum->data() + H * p.first * e;
+        void* out = at(recv, p.first, dtype);
+        const std::size_t n = p.n;
+        chain->add_lane({{Chain::local, [=] { return local->reduce_scatter(regrouped, summed, H * n, dtype, inner); }},
+                         {Chain::cross, [=] { return cross->reduce_scatter(summed, out, n, dtype, inner); }}});
+    }
     return start(group, "reduce_scatter", std::move(chain), [by_index, host_sum, finish = std::move(finish)] {
         if (finish) finish();
     });
@@ -258,21 +340,29 @@ Request Hierarchy::reduce_scatter(const std::shared_ptr<Engine>& group, const vo
 Request Hierarchy::allgather(const std::shared_ptr<Engine>& group, const void* send, void* recv, std::size_t count,
                              DType dtype) {
     const auto H = static_cast<std::size_t>(hosts_), L = static_cast<std::size_t>(local_size_);
-    Scratch across = scratch(H * count, dtype);      // this local index's input of every host
-    Scratch gathered = scratch(L * H * count, dtype);  // every local index's `across`, in local order
+    const std::size_t e = dtype_size(dtype);
+    const std::vector<Piece> parts = pieces(count, 1, dtype);
+    Scratch across = scratch(H * count, dtype);        // per piece: this local index's input of every host
+    Scratch gathered = scratch(L * H * count, dtype);  // per piece: every local index's `across`, in local order
     auto chain = std::make_shared<Chain>();
     auto local = local_, cross = cross_;
-    chain->stages = {
-        [=] { return cross->allgather(send, across->data(), count, dtype); },
-        [=] { return local->allgather(across->data(), gathered->data(), H * count, dtype); },
-    };
-    const std::size_t block = count * dtype_size(dtype);
+    for (const Piece& p : parts) {
+        const void* in = at(send, p.first, dtype);
+        char* a = across->data() + H * p.first * e;
+        char* g = gathered->data() + L * H * p.first * e;
+        const std::size_t n = p.n;
+        chain->add_lane({{Chain::cross, [=] { return cross->allgather(in, a, n, dtype); }},
+                         {Chain::local, [=] { return local->allgather(a, g, H * n, dtype); }}});
+    }
     std::vector<int> order = rank_at_;
-    return start(group, "allgather", std::move(chain), [=] {
-        for (std::size_t i = 0; i < L; ++i) {
-            for (std::size_t h = 0; h < H; ++h) {
-                const auto r = static_cast<std::size_t>(order[h * L + i]);
-                std::memcpy(static_cast<char*>(recv) + r * block, gathered->data() + (i * H + h) * block, block);
+    return start(group, "allgather", std::move(chain), [=, keep = across] {  // the stages use both scratches
+        for (const Piece& p : parts) {
+            const char* g = gathered->data() + L * H * p.first * e;
+            for (std::size_t i = 0; i < L; ++i) {
+                for (std::size_t h = 0; h < H; ++h) {
+                    const auto r = static_cast<std::size_t>(order[h * L + i]);
+                    std::memcpy(static_cast<char*>(recv) + (r * count + p.first) * e, g + (i * H + h) * p.n * e, p.n * e);
+                }
             }
         }
     });
@@ -288,10 +378,16 @@ Request Hierarchy::broadcast(const std::shared_ptr<Engine>& group, void* buffer,
     }
     auto chain = std::make_shared<Chain>();
     auto local = local_, cross = cross_;
-    if (local_rank_ == root_index) {
-        chain->stages.push_back([=] { return cross->broadcast(buffer, count, dtype, root_host); });
+    for (const Piece& p : pieces(count, 1, dtype)) {
+        void* piece = at(buffer, p.first, dtype);
+        const std::size_t n = p.n;
+        std::vector<Chain::Stage> stages;
+        if (local_rank_ == root_index) {  // the root's local index carries it between hosts
+            stages.push_back({Chain::cross, [=] { return cross->broadcast(piece, n, dtype, root_host); }});
+        }
+        stages.push_back({Chain::local, [=] { return local->broadcast(piece, n, dtype, root_index); }});
+        chain->add_lane(std::move(stages));
     }
-    chain->stages.push_back([=] { return local->broadcast(buffer, count, dtype, root_index); });
     return start(group, "broadcast", std::move(chain), {});
 }
 

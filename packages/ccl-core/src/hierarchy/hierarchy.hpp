@@ -14,9 +14,10 @@
 // Every rank of a host then sends over the link only its own share of what the host must send. Only groups whose
 // hosts hold the same number of ranks (>= 2) take this path; others keep oneCCL's flat algorithms.
 //
-// An op is a chain of stages, each an op on one of the two inner communicators, issued when the previous one
-// completes. oneCCL matches ops by their order on every rank: a chain issues its first stage only once every earlier
-// chain has issued its last, so the inner communicators see the same sequence everywhere.
+// An op is cut into pieces, each a chain of stages on the two inner communicators (a stage is issued when the
+// piece's previous one completes), so that one piece crosses the link while the next is reduced inside the host.
+// oneCCL and the shared-memory path match ops by their order on every rank: each op issues its stages on an inner
+// communicator in a fixed order, and only once every earlier op has issued all of its own there.
 #pragma once
 
 #include "../shm/local_path.hpp"
@@ -69,6 +70,13 @@ public:
 
 private:
     Hierarchy() = default;
+    // An op is cut into pieces of about CCL_CORE_HIERARCHY_PIECE_BYTES (rank 0's), each a whole number of `multiple`
+    // elements (at most kMaxPieces; the elements beyond the last whole multiple are the caller's).
+    struct Piece {
+        std::size_t first, n;
+    };
+    static constexpr std::size_t kMaxPieces = 64;
+    std::vector<Piece> pieces(std::size_t count, std::size_t multiple, DType dtype) const;
     Request start(const std::shared_ptr<Engine>& group, const char* op, std::shared_ptr<Chain> chain,
                   std::function<void()> finish);
     void advance_queue();
@@ -81,6 +89,7 @@ private:
     int hosts_ = 0, host_ = 0, local_size_ = 0, local_rank_ = 0;
     std::vector<int> rank_at_;  // group rank of (host, local rank), at host * local_size_ + local rank
     std::size_t min_bytes_ = 0;
+    std::size_t piece_bytes_ = 0;
     std::mutex mutex_;
     std::deque<std::shared_ptr<Chain>> queue_;
 };

@@ -1,0 +1,30 @@
+"""The rate-limited test bed (shaped_link.py) end to end: the link is shaped (a TCP stream cannot beat the token
+bucket's rate), ccl-bench runs on both hosts for ccl, ccl-flat and gloo, and every result is checked. Speed is the
+benchmark's to report (docs/performance.md, "Across hosts"), not asserted here."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import netns_hosts
+
+SCRIPT = Path(__file__).resolve().parent / "shaped_link.py"
+why_not = netns_hosts.can_make_namespaces()
+pytestmark = pytest.mark.skipif(bool(why_not), reason=why_not)
+
+
+def test_shaped_link_bench(tmp_path):
+    out = tmp_path / "shaped.json"
+    run = subprocess.run([sys.executable, str(SCRIPT), "--rate", "1000mbit", "--rounds", "1", "-b", "4M", "-e", "4M",
+                          "--iters", "2", "--json", str(out)], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr[-4000:]
+    result = json.loads(out.read_text())
+    assert result["rate_Bps"] < 1.1 * 1000e6 / 8, result["rate_Bps"]  # the bucket holds the stream to its rate
+    cases = {c["op"]: c for c in result["cases"]}
+    assert set(cases) == {"all_reduce", "all_gather", "reduce_scatter", "broadcast"}
+    for c in cases.values():
+        assert c["checks"] == ["ok"]
+        assert {"ccl", "ccl-flat", "gloo"} <= c.keys() and c["link_limit_ms"] > 0
+    assert "link limit" in run.stdout
