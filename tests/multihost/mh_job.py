@@ -108,6 +108,12 @@ result["cross_shm"] = shm_path(cross) if rank in (0, size - 1) else None
 result["inside_shm"] = shm_path(inside[rank // local]) if inside else None
 nbytes = 16 << 20
 result["cross_traffic"] = traffic_of_allreduce(cross if rank in (0, size - 1) else None, iface, nbytes)
+# the whole group, hierarchical (when on) and flat: bytes over this host's end of the link for one allreduce
+result["world_traffic"] = traffic_of_allreduce(dist.group.WORLD, iface, nbytes)
+os.environ["CCL_CORE_HIERARCHY"] = "0"
+flat = dist.new_group(backend="ccl")
+del os.environ["CCL_CORE_HIERARCHY"]
+result["flat_traffic"] = traffic_of_allreduce(flat, iface, nbytes)
 if inside:
     result["inside_traffic"] = traffic_of_allreduce(inside[rank // local], iface, nbytes)
 Path(os.environ["CCL_TEST_OUT"], f"rank{rank}.json").write_text(json.dumps(result))

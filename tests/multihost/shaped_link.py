@@ -92,16 +92,17 @@ def table(cases: list[dict], backends: list[str]) -> str:
     def span(v):
         return f"{min(v):.1f}-{max(v):.1f}" if len(v) > 1 else f"{v[0]:.1f}"
 
-    lines = ["op              size    " + "".join(f"{b + ' ms':>16}" for b in backends) +
+    lines = ["op                  size" + "".join(f"{b + ' ms':>16}" for b in backends) +
              "  link limit ms  ccl/limit  flat/ccl  gloo/ccl  checks"]
     for c in cases:
         med = {b: statistics.median(c[b]) for b in backends if b in c}
         ratios = [f"{med['ccl'] / c['link_limit_ms']:9.2f}" if "ccl" in med else f"{'-':>9}",
                   f"{med['ccl-flat'] / med['ccl']:8.2f}" if {"ccl", "ccl-flat"} <= med.keys() else f"{'-':>8}",
                   f"{med['gloo'] / med['ccl']:8.2f}" if {"ccl", "gloo"} <= med.keys() else f"{'-':>8}"]
-        lines.append(f"{c['op']:<15} {c['bytes'] >> 20:>4} MiB" +
+        size = f"{c['bytes'] >> 20} MiB" if c["bytes"] >= 1 << 20 else f"{c['bytes'] >> 10} KiB"
+        lines.append(f"{c['op']:<15} {size:>8}" +
                      "".join(f"{span(c[b]) if b in c else '-':>16}" for b in backends) +
-                     f"{c['link_limit_ms']:>15.1f}  " + "  ".join(ratios) + "  " + ",".join(sorted(c["checks"])))
+                     f"{c['link_limit_ms']:>15.3f}  " + "  ".join(ratios) + "  " + ",".join(sorted(c["checks"])))
     return "\n".join(lines)
 
 

@@ -61,7 +61,10 @@ def test_one_rank_per_host(hosts, tmp_path):
 
 @pytest.mark.parametrize("launcher", ["torchrun", "mpiexec"])
 def test_two_ranks_per_host_with_groups_across_and_inside(hosts, tmp_path, launcher):
-    results = run_job(hosts, 2, tmp_path, launcher)
+    """Under torchrun with CCL_CORE_HIERARCHY_MIN_BYTES=0, every op of the suite (11 elements: the tail path too)
+    takes the hierarchical path; under mpiexec, only the messages from the default threshold up."""
+    extra = {"CCL_CORE_HIERARCHY_MIN_BYTES": "0"} if launcher == "torchrun" else {}
+    results = run_job(hosts, 2, tmp_path, launcher, **extra)
     assert [r["host"] for r in results] == ["cclhost0", "cclhost0", "cclhost1", "cclhost1"]
     check_ops_and_training(results)
     for rank, r in enumerate(results):
@@ -70,18 +73,15 @@ def test_two_ranks_per_host_with_groups_across_and_inside(hosts, tmp_path, launc
         # inside a host: ccl-core's shared-memory allreduce, and neither the veth nor loopback carried the 16 MiB
         assert r["inside_shm"] is True and r["world_shm"] is False
         assert r["inside_traffic"]["veth"] < MiB16 // 16 and r["inside_traffic"]["lo"] < MiB16 // 16, r["inside_traffic"]
+        # hierarchical: this host sends its half of the partial sum and of the result, and receives the other
+        # half of each: 2 x 16 MiB over its end of the link (tx + rx), plus framing
+        assert 2 * MiB16 <= r["world_traffic"]["veth"] < 2.2 * MiB16, (r["world_traffic"], r["flat_traffic"])
+        print(f"rank {rank}: link bytes of a 16 MiB allreduce, hierarchical {r['world_traffic']['veth']}, "
+              f"flat {r['flat_traffic']['veth']}")
     for rank in (0, 3):
         assert results[rank]["cross_sum"] == 5.0
         assert results[rank]["cross_shm"] is False
         assert results[rank]["cross_traffic"]["veth"] >= MiB16
-
-
-def test_every_op_through_the_hierarchy(hosts, tmp_path):
-    """CCL_CORE_HIERARCHY_MIN_BYTES=0: every op of the suite (11 elements: the tail path too) takes the hierarchical
-    path, with the same results as the flat one and the same float bits on every rank."""
-    results = run_job(hosts, 2, tmp_path, CCL_CORE_HIERARCHY_MIN_BYTES="0")
-    check_ops_and_training(results)
-    assert all(r["hierarchy"] == "on: 2 hosts x 2 ranks" for r in results)
 
 
 def test_uneven_hosts_keep_the_flat_path(hosts, tmp_path):
@@ -89,3 +89,18 @@ def test_uneven_hosts_keep_the_flat_path(hosts, tmp_path):
     assert [r["host"] for r in results] == ["cclhost0", "cclhost0", "cclhost1"]
     check_ops_and_training(results)
     assert all(r["hierarchy"].startswith("off: hosts hold 2, 1 ranks") for r in results)
+
+
+def test_a_lost_rank_ends_hierarchical_ops_within_the_timeout(hosts, tmp_path):
+    env = dict(clean_env(), CCL_TEST_OUT=str(tmp_path), OMP_NUM_THREADS="1")
+    job = Path(__file__).resolve().parent / "peer_lost_job.py"
+    outs = netns_hosts.torchrun_on_hosts(hosts, job, 2, env, port=free_port(), timeout=120)
+    results = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(3)]
+    for r in results:
+        assert r["hierarchy"] == "on: 2 hosts x 2 ranks" and r["first"] == 4.0
+        assert r["error"] is not None, outs
+        # within the group's timeout (10 s) plus headroom for this VM's slow phases
+        assert r["seconds"] < 10 + 5, r
+    # rank 2 shares a host with the lost rank: it sees the death itself; the others wait out the timeout
+    assert "rank 1 (pid" in results[2]["error"] or "died" in results[2]["error"], results[2]["error"]
+    assert "did not complete within 10000 ms" in results[0]["error"], results[0]["error"]

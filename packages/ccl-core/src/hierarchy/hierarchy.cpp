@@ -172,14 +172,14 @@ std::shared_ptr<Hierarchy> Hierarchy::create(const Engine& group, Milliseconds t
         h->rank_at_[static_cast<std::size_t>(host * h->local_size_ + index)] = r;
         if (r == group.rank()) h->local_rank_ = index;
     }
+    // the group's timeout, not what is left of its bootstrap: it is also the bound on each inner op, and an inner
+    // op, issued after the group's op, must not run out of time before it (whose error names the whole group)
     CommunicatorOptions options = group.options();
     const std::string name = options.name;
-    options.timeout = std::max(left(), Milliseconds(1));
     options.name = name + "/host" + std::to_string(h->host_);
     h->local_ = Communicator::create(std::make_shared<PrefixStore>("ccl_core/hierarchy/host" + std::to_string(h->host_),
                                                                    group.store()),
                                      h->local_rank_, h->local_size_, options);
-    options.timeout = std::max(left(), Milliseconds(1));
     options.name = name + "/across" + std::to_string(h->local_rank_);
     h->cross_ = Communicator::create(std::make_shared<PrefixStore>("ccl_core/hierarchy/across" +
                                                                    std::to_string(h->local_rank_), group.store()),
