@@ -190,3 +190,13 @@ def tampered_segment_name(rank, size, store_dir):
     finally:
         if planted:
             os.unlink("/dev/shm" + planted)
+
+
+def atl_shm_differs(rank, size, store_dir):
+    """Rank 1 runs oneCCL without its shm transport (as ccl-core sets it where /dev/shm is small), rank 0 with it."""
+    os.environ["CCL_ATL_SHM"] = "0" if rank == 1 else "1"
+    try:
+        ccl_core.Communicator(ccl_core.FileStore(store_dir), rank, size, timeout=30)
+        return "no error"
+    except ccl_core.InvalidArgumentError as e:
+        return str(e)

@@ -69,3 +69,11 @@ def test_a_communicator_dropped_with_an_op_in_flight():
 
 def test_a_segment_not_made_by_rank_0_is_refused_and_the_group_uses_oneccl():
     assert run_ranks(error_workers.tampered_segment_name, 2, make_comm=False) == [(False, 3.0, 3.0)] * 2
+
+
+def test_ranks_with_and_without_oneccls_shm_transport_get_a_clear_error_not_an_exit():
+    # oneCCL cannot mix the two (its address exchange fails and it ends the process): every rank is told why first
+    for message in run_ranks(error_workers.atl_shm_differs, 2, make_comm=False):
+        assert "oneCCL needs the same CCL_ATL_SHM on every rank, but the ranks have CCL_ATL_SHM=0 on rank(s) 1, " \
+               "CCL_ATL_SHM=1 on rank(s) 0" in message, message
+        assert "--shm-size" in message

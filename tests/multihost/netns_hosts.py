@@ -60,24 +60,29 @@ def destroy(hosts: list[Host]) -> None:
         shutil.rmtree(Path("/etc/netns", h.netns), ignore_errors=True)
 
 
-def start(host: Host, argv: list[str], env: dict) -> subprocess.Popen:
-    """argv on `host`: inside its network namespace, with its own hostname."""
-    inner = f'hostname {host.hostname} && exec "$@"'
-    return subprocess.Popen(["ip", "netns", "exec", host.netns, "unshare", "--uts", "bash", "-c", inner, "bash", *argv],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def start(host: Host, argv: list[str], env: dict, prelude: str = "") -> subprocess.Popen:
+    """argv on `host`: inside its network namespace, with its own hostname. `prelude`, shell commands run first in a
+    mount namespace of the host's own (e.g. a small tmpfs on /dev/shm), changes the host for argv only."""
+    inner = f'hostname {host.hostname} && {prelude + " && " if prelude else ""}exec "$@"'
+    mount = ["--mount", "--propagation", "private"] if prelude else []
+    return subprocess.Popen(["ip", "netns", "exec", host.netns, "unshare", "--uts", *mount, "bash", "-c", inner, "bash",
+                             *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def torchrun_on_hosts(hosts: list[Host], script: Path, nproc, env: dict, port: int, timeout: float = 300,
-                      args: list[str] = ()):
-    """torchrun --nnodes 2 --node-rank i on each host, with `nproc` ranks on each (or nproc[i] on host i); returns
-    [(returncode, stdout, stderr)] per host."""
+def torchrun_on_hosts(hosts: list[Host], script, nproc, env: dict, port: int, timeout: float = 300,
+                      args: list[str] = (), host_env: list[dict] = (), preludes: list[str] = ()):
+    """torchrun --nnodes 2 --node-rank i on each host, with `nproc` ranks on each (or nproc[i] on host i); host i
+    gets host_env[i] on top of env and runs preludes[i] first (see start). `script` is a path, or ["-m", module].
+    Returns [(returncode, stdout, stderr)] per host."""
     procs = []
     for i, h in enumerate(hosts):
         ranks_here = nproc[i] if isinstance(nproc, (list, tuple)) else nproc
+        target = list(script) if isinstance(script, (list, tuple)) else [str(script)]
         argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(len(hosts)), "--node-rank", str(i),
                 "--nproc-per-node", str(ranks_here), "--master-addr", hosts[0].address, "--master-port", str(port),
-                str(script), *args]
-        procs.append(start(h, argv, env))
+                *target, *args]
+        procs.append(start(h, argv, dict(env, **(host_env[i] if host_env else {})),
+                           preludes[i] if preludes else ""))
     outs = []
     for p in procs:
         try:

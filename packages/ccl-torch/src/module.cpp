@@ -33,6 +33,10 @@ PYBIND11_MODULE(CCL_TORCH_MODULE, m) {  // _C_torch2_13 etc.: one per torch mino
                                [](ccl_torch::ProcessGroupCCL& pg) { return pg.communicator().shared_memory(); },
                                "True when allreduce, allgather, reduce_scatter and broadcast run through ccl-core's "
                                "shared-memory path (every rank of the group on this host) instead of oneCCL")
+        .def_property_readonly("shared_memory_status",
+                               [](ccl_torch::ProcessGroupCCL& pg) { return pg.communicator().shared_memory_status(); },
+                               "\"on\", or \"off: <why>\" (a rank elsewhere, CCL_CORE_SHM=0 on a rank, too small a "
+                               "/dev/shm), as the group agreed at creation")
         .def_property_readonly("hierarchy",
                                [](ccl_torch::ProcessGroupCCL& pg) { return pg.communicator().hierarchy_status(); },
                                "\"on: 2 hosts x 2 ranks\" when allreduce, allgather, reduce_scatter and broadcast of "

@@ -9,7 +9,9 @@
 #include "../shm/local_path.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -55,6 +57,13 @@ bool pid_means_something(const std::string& pid, const std::string& its_namespac
            pid.find_first_not_of("0123456789") == std::string::npos;
 }
 
+// "0, 1, 4"
+std::string rank_list(const std::vector<int>& ranks) {
+    std::string list;
+    for (int r : ranks) list += (list.empty() ? "" : ", ") + std::to_string(r);
+    return list;
+}
+
 }  // namespace
 
 Engine::Engine(std::shared_ptr<Store> store, int rank, int size, CommunicatorOptions options, EngineSettings settings)
@@ -88,10 +97,12 @@ std::shared_ptr<Engine> Engine::create(std::shared_ptr<Store> store, int rank, i
 
 // oneCCL's rendezvous (through our store, see StoreKvs) has no useful timeout of its own: first make sure that every
 // rank has arrived, so that a missing one is named in a clear error. Each rank announces
-// "<host identity>\n<pid>\n<cpus>\n<pid namespace>": the host identities tell how many ranks share a host, the pids of
-// same-host peers let survivors clean up after a peer that was killed (dead_processes.hpp) and notice its death while
-// waiting (only within our pid namespace: a pid from another container means nothing here), and their cpus tell
-// whether the host's ranks outnumber cores.
+// "<host identity>\n<pid>\n<cpus>\n<pid namespace>\n<CCL_ATL_SHM>": the host identities tell how many ranks share a
+// host, the pids of same-host peers let survivors clean up after a peer that was killed (dead_processes.hpp) and notice
+// its death while waiting (only within our pid namespace: a pid from another container means nothing here), their
+// cpus tell whether the host's ranks outnumber cores, and CCL_ATL_SHM must be the same everywhere: oneCCL's ranks
+// exchange one address per transport, and a rank without the shm transport (a small /dev/shm turns it off, see
+// runtime.cpp) cannot read the others' and ends its process inside oneCCL.
 void Engine::join(std::chrono::steady_clock::time_point deadline) {
     auto remaining = [&] {
         return std::max(Milliseconds(0), std::chrono::duration_cast<Milliseconds>(deadline - std::chrono::steady_clock::now()));
@@ -99,8 +110,10 @@ void Engine::join(std::chrono::steady_clock::time_point deadline) {
     const auto key = [&](int r) { return settings_.key_prefix + "/joined/" + std::to_string(r); };
     const std::string me = host_identity();
     const std::string my_pid_namespace = pid_namespace();
+    const char* atl_shm = std::getenv("CCL_ATL_SHM");  // set by initialize_runtime when the user did not
     const std::string announcement = me + "\n" + std::to_string(::getpid()) + "\n" + affinity_list() + "\n" +
-                                     my_pid_namespace;
+                                     my_pid_namespace + "\n" + (atl_shm ? atl_shm : "");
+    std::map<std::string, std::vector<int>> ranks_by_atl_shm;
     store_->set(key(rank_), Bytes(announcement.begin(), announcement.end()));
     std::vector<int> missing;
     std::set<std::string> host_cpus;
@@ -111,11 +124,13 @@ void Engine::join(std::chrono::steady_clock::time_point deadline) {
         try {
             Bytes bytes = store_->get(key(r), missing.empty() ? remaining() : Milliseconds(0));
             std::istringstream text(std::string(bytes.begin(), bytes.end()));
-            std::string identity, pid, cpus, cpu, pid_ns;
+            std::string identity, pid, cpus, cpu, pid_ns, their_atl_shm;
             std::getline(text, identity);
             std::getline(text, pid);
             std::getline(text, cpus);
             std::getline(text, pid_ns);
+            std::getline(text, their_atl_shm);
+            ranks_by_atl_shm[their_atl_shm].push_back(r);
             auto known = std::find(hosts.begin(), hosts.end(), identity);
             host_of_ranks_[static_cast<std::size_t>(r)] = static_cast<int>(known - hosts.begin());
             if (known == hosts.end()) hosts.push_back(identity);
@@ -133,10 +148,19 @@ void Engine::join(std::chrono::steady_clock::time_point deadline) {
     local_ranks_ = same_host;
     oversubscribed_ = !host_cpus.empty() && same_host > static_cast<int>(host_cpus.size());
     if (!missing.empty()) {
-        std::string list;
-        for (int r : missing) list += (list.empty() ? "" : ", ") + std::to_string(r);
-        throw Timeout("bootstrap of " + describe() + ": rank(s) " + list + " did not join within " +
+        throw Timeout("bootstrap of " + describe() + ": rank(s) " + rank_list(missing) + " did not join within " +
                       std::to_string(options_.timeout.count()) + " ms");
+    }
+    if (ranks_by_atl_shm.size() > 1) {
+        std::string sides;
+        for (const auto& [value, ranks] : ranks_by_atl_shm) {
+            sides += (sides.empty() ? "" : ", ") + std::string("CCL_ATL_SHM=") + (value.empty() ? "(unset)" : value) +
+                     " on rank(s) " + rank_list(ranks);
+        }
+        throw InvalidArgument("bootstrap of " + describe() + ": oneCCL needs the same CCL_ATL_SHM on every rank, but "
+                              "the ranks have " + sides + ". ccl-core turns it off on a host whose /dev/shm is too "
+                              "small (it says so there): give /dev/shm room on every host (docker run --shm-size=1g), "
+                              "or set CCL_ATL_SHM=0 for every rank");
     }
 }
 
