@@ -81,3 +81,11 @@ def test_mpiexec_inside_salloc(cluster):
     assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}\n{cluster.logs()}"
     # mpiexec forwards the ranks' output in pieces: lines may run together
     assert sorted(re.findall(r"rank \d+/\d+ local \d+ on \S+ master \S+ sum=\d+", proc.stdout)) == EXPECTED
+
+
+def test_ccl_doctor_under_srun_finds_a_healthy_job(cluster):
+    report = srun(cluster, sys.executable, "-m", "ccl_doctor", "--timeout", "30")  # srun() asserts exit 0
+    print(report)
+    assert "ccl-doctor: 4 ranks on 2 hosts, started by slurm" in report
+    assert "reaches    cclhost1 yes" in report and "hierarchy on: 2 hosts x 2 ranks" in report
+    assert report.rstrip().endswith("ccl-doctor: no problems found")

@@ -102,3 +102,17 @@ def test_another_release_and_an_unreachable_interface_are_found(hosts, tmp_path)
     # no group is made across an unreachable interface, so nothing hangs: the run ends well within its timeout
     assert "group      not made: hosts do not reach each other (cclhost0 -> cclhost1" in report
     assert [f["where"] for f in problems(found)] == ["job", "cclhost1"], problems(found)
+
+
+def test_under_mpiexec_a_healthy_job_passes(hosts, tmp_path):
+    import oneccl_bindings_for_pytorch
+
+    script = Path(oneccl_bindings_for_pytorch.__file__).parent / "doctor.py"  # python -m ...doctor, as a file
+    # Intel MPI pins each host's two ranks to cores 0 and 1 of the one machine both netns hosts share
+    env = dict(clean_env(), OMP_NUM_THREADS="1", I_MPI_PIN="0")
+    code, report, err = netns_hosts.mpiexec_on_hosts(hosts, script, 2, env, port=free_port(), timeout=240)
+    print(report)
+    assert code == 0, f"{report}\n{err[-3000:]}"
+    assert "ccl-doctor: 4 ranks on 2 hosts, started by mpi (PMI)" in report
+    assert "hierarchy on: 2 hosts x 2 ranks; all_reduce right on 4 of 4 ranks" in report
+    assert report.rstrip().endswith("ccl-doctor: no problems found")

@@ -301,9 +301,12 @@ def main(argv=None) -> int:
                 json.dump({"facts": everyone, "net": nets, "oneccl": oneccl, "skipped": skipped,
                            "findings": [f.__dict__ for f in found], "exit": code}, out, indent=2)
         exchange.put("verdict", code)
+        # under mpiexec and srun the store lives in this process: keep it until every rank has read the verdict
+        exchange.gather("read", range(1, size))
     else:
         try:
             code = exchange.get("verdict")
+            exchange.put(f"read/{rank}", True)
         except Exception:  # noqa: BLE001 - rank 0 is gone: its own output says why
             code = 1
     if server:
