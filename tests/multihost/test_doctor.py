@@ -1,6 +1,7 @@
 """ccl-doctor on two netns hosts x 2 ranks under torchrun: a healthy set-up passes (exit 0 on every host), and
 faults planted on one host are each found on that host, with their fix, and fail the run (exit 1 on every host):
-a 1 MiB /dev/shm, OMP threads above the cores, another ccl-torch release, an interface that reaches nothing."""
+a 1 MiB /dev/shm, OMP threads above the cores, another ccl-torch release, an interface that reaches nothing, two
+ranks pinned to one core."""
 import json
 import os
 import re
@@ -92,7 +93,8 @@ def test_another_release_and_an_unreachable_interface_are_found(hosts, tmp_path)
     info.write_text(info.read_text().replace(f'"{installed.__version__}"', '"3.0.0+other"'))
     stray = hosts[1].interface.replace("v", "x")  # the live interface of host 1 that reaches no other host
     report, found, codes = doctor(hosts, tmp_path,
-                                  host_env=({}, {"PYTHONPATH": str(other.parent), "FI_TCP_IFACE": stray}))
+                                  host_env=({}, {"PYTHONPATH": str(other.parent), "FI_TCP_IFACE": stray}),
+                                  preludes=("taskset -p -c 0 $$ > /dev/null", ""))  # host 0: both ranks on core 0
     assert codes == [1, 1], report
     assert f"ccl-torch differs between ranks: {installed.__version__} on cclhost0 (ranks 0-1); 3.0.0+other on " \
            "cclhost1 (ranks 2-3)" in report
@@ -101,7 +103,10 @@ def test_another_release_and_an_unreachable_interface_are_found(hosts, tmp_path)
     assert "fix: oneCCL would hang creating the group: set FI_TCP_IFACE" in host1
     # no group is made across an unreachable interface, so nothing hangs: the run ends well within its timeout
     assert "group      not made: hosts do not reach each other (cclhost0 -> cclhost1" in report
-    assert [f["where"] for f in problems(found)] == ["job", "cclhost1"], problems(found)
+    host0 = section(report, "cclhost0")
+    assert "PROBLEM    2 ranks on 1 core" in host0, host0
+    assert "ranks 0 and 1 are pinned to the same cores (0) while core 1 runs no rank" in host0
+    assert [f["where"] for f in problems(found)] == ["job", "cclhost0", "cclhost0", "cclhost1"], problems(found)
 
 
 def test_under_mpiexec_a_healthy_job_passes(hosts, tmp_path):

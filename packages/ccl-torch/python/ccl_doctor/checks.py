@@ -65,6 +65,10 @@ def ranks_text(ranks) -> str:
     return ("rank " if len(numbers) == 1 else "ranks ") + cpus(numbers)
 
 
+def cores_text(n: int) -> str:
+    return f"{n} core{'' if n == 1 else 's'}"
+
+
 def size_text(nbytes: float) -> str:
     for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if nbytes >= scale:
@@ -102,7 +106,7 @@ def check_threads(host: Host) -> list[Finding]:
     threads = sum(threads_of(r) for r in host.ranks)
     found = []
     if len(host.ranks) > cores:
-        found.append(Finding(True, host.name, f"{len(host.ranks)} ranks on {cores} cores",
+        found.append(Finding(True, host.name, f"{len(host.ranks)} ranks on {cores_text(cores)}",
                              f"start at most {cores} ranks on this host (--nproc-per-node / --ntasks-per-node)"))
     elif threads > cores:
         omp = sorted({r["omp_num_threads"] or "unset" for r in host.ranks})
@@ -111,7 +115,7 @@ def check_threads(host: Host) -> list[Finding]:
         found.append(Finding(True, host.name,
                              f"oversubscribed: {len(host.ranks)} ranks x "
                              f"{'/'.join(sorted({str(threads_of(r)) for r in host.ranks}))} threads = {threads} "
-                             f"threads on {cores} cores (OMP_NUM_THREADS={'/'.join(omp)}, torch threads per rank "
+                             f"threads on {cores_text(cores)} (OMP_NUM_THREADS={'/'.join(omp)}, torch threads per rank "
                              f"{'/'.join(torch_threads)})",
                              f"OMP_NUM_THREADS={per} (cores / ranks on this host), or torch.set_num_threads({per})"))
     return found
@@ -128,7 +132,8 @@ def check_affinity(host: Host) -> list[Finding]:
                 idle = everything - set(host.cores)
                 found.append(Finding(True, host.name,
                                      f"ranks {a['rank']} and {b['rank']} are pinned to the same cores ({cpus(shared)})"
-                                     + (f" while cores {cpus(idle)} run no rank" if idle else ""),
+                                     + (f" while {'core' if len(idle) == 1 else 'cores'} {cpus(idle)} "
+                                        f"{'runs' if len(idle) == 1 else 'run'} no rank" if idle else ""),
                                      "give each rank cores of its own (srun --cpu-bind=cores, mpiexec's I_MPI_PIN, "
                                      "or no pinning)"))
     nodes = host.leader["numa"]
