@@ -16,6 +16,7 @@ import torch.distributed as dist  # noqa: E402
 
 import op_workers  # noqa: E402
 import training_workers  # noqa: E402
+from ccl_bench.cli import flat_ccl_group  # noqa: E402
 
 
 def wildcard_listeners():
@@ -110,9 +111,7 @@ nbytes = 16 << 20
 result["cross_traffic"] = traffic_of_allreduce(cross if rank in (0, size - 1) else None, iface, nbytes)
 # the whole group, hierarchical (when on) and flat: bytes over this host's end of the link for one allreduce
 result["world_traffic"] = traffic_of_allreduce(dist.group.WORLD, iface, nbytes)
-os.environ["CCL_CORE_HIERARCHY"] = "0"
-flat = dist.new_group(backend="ccl")
-del os.environ["CCL_CORE_HIERARCHY"]
+flat = flat_ccl_group()
 result["flat_traffic"] = traffic_of_allreduce(flat, iface, nbytes)
 if inside:
     result["inside_traffic"] = traffic_of_allreduce(inside[rank // local], iface, nbytes)

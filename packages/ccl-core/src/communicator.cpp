@@ -25,13 +25,13 @@ std::shared_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store,
     auto impl = std::make_shared<Impl>();
     impl->engine = Engine::create(std::move(store), rank, size, options);
     Engine& engine = *impl->engine;
+    // what is left of the bootstrap's time for the path the group sets up next
+    const auto left = std::max(Milliseconds(0), std::chrono::duration_cast<Milliseconds>(deadline - std::chrono::steady_clock::now()));
     if (engine.local_ranks() == size) {
-        const auto left = std::max(Milliseconds(0), std::chrono::duration_cast<Milliseconds>(deadline - std::chrono::steady_clock::now()));
         impl->shm = detail::ShmCollectives::create(*std::make_shared<PrefixStore>("ccl_core/shm", engine.store()), rank,
                                                    size, left, impl->shm_status);
         engine.lend_local_path(impl->shm);
     } else {  // spans hosts
-        const auto left = std::max(Milliseconds(0), std::chrono::duration_cast<Milliseconds>(deadline - std::chrono::steady_clock::now()));
         impl->hierarchy = detail::Hierarchy::create(engine, left, impl->hierarchy_status);
         if (impl->hierarchy) engine.lend_local_path(impl->hierarchy);
     }

@@ -1,6 +1,8 @@
 #include "hierarchy.hpp"
 
+#include "../env_settings.hpp"
 #include "../oneccl/engine_operation.hpp"
+#include "../store/store_text.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -16,21 +18,6 @@ namespace {
 constexpr std::size_t kDefaultMinBytes = 256 << 10;
 // Pieces that cross the link while the next one is reduced inside the host (docs/performance.md, "Across hosts").
 constexpr std::size_t kDefaultPieceBytes = 4 << 20;
-
-std::string env_or(const char* name, const char* fallback) {
-    const char* v = std::getenv(name);
-    return v && *v ? v : fallback;
-}
-
-std::size_t parse_bytes(const char* name, const std::string& v) {
-    char* end = nullptr;
-    const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
-    if (v.empty() || *end || v[0] == '-') throw InvalidArgument(std::string(name) + "=" + v + " is not a number of bytes");
-    return static_cast<std::size_t>(n);
-}
-
-Bytes text(const std::string& s) { return Bytes(s.begin(), s.end()); }
-std::string text(const Bytes& b) { return std::string(b.begin(), b.end()); }
 
 char* at(void* p, std::size_t elements, DType dtype) { return static_cast<char*>(p) + elements * dtype_size(dtype); }
 const char* at(const void* p, std::size_t elements, DType dtype) {
@@ -130,9 +117,9 @@ std::shared_ptr<Hierarchy> Hierarchy::create(const Engine& group, Milliseconds t
     };
     PrefixStore agreed("ccl_core/hierarchy", group.store());
     const std::string mine = env_or("CCL_CORE_HIERARCHY", "1");
-    const std::string min_bytes = env_or("CCL_CORE_HIERARCHY_MIN_BYTES", std::to_string(kDefaultMinBytes).c_str());
+    const std::string min_bytes = env_or("CCL_CORE_HIERARCHY_MIN_BYTES", std::to_string(kDefaultMinBytes));
     if (mine != "0" && mine != "1") throw InvalidArgument("CCL_CORE_HIERARCHY=" + mine + ": use 1 (default) or 0");
-    const std::string piece_bytes = env_or("CCL_CORE_HIERARCHY_PIECE_BYTES", std::to_string(kDefaultPieceBytes).c_str());
+    const std::string piece_bytes = env_or("CCL_CORE_HIERARCHY_PIECE_BYTES", std::to_string(kDefaultPieceBytes));
     (void)parse_bytes("CCL_CORE_HIERARCHY_MIN_BYTES", min_bytes);
     if (parse_bytes("CCL_CORE_HIERARCHY_PIECE_BYTES", piece_bytes) == 0) {
         throw InvalidArgument("CCL_CORE_HIERARCHY_PIECE_BYTES=0: give a positive number of bytes");

@@ -1,6 +1,8 @@
 #include "shm_collectives.hpp"
 
+#include "../env_settings.hpp"
 #include "../kernels/elementwise.hpp"
+#include "../store/store_text.hpp"
 
 #include <ccl_core/errors.hpp>
 
@@ -30,15 +32,6 @@ namespace {
 
 constexpr std::size_t kLine = 64;
 
-std::size_t env_bytes(const char* name, std::size_t fallback) {
-    const char* v = std::getenv(name);
-    if (!v || !*v) return fallback;
-    char* end = nullptr;
-    const unsigned long long n = std::strtoull(v, &end, 10);
-    if (end == v || *end) throw InvalidArgument(std::string(name) + "=" + v + " is not a number of bytes");
-    return static_cast<std::size_t>(n);
-}
-
 constexpr std::size_t kPage = 4096;
 // Segment sizes (per slot): the default follows the L2 cache within these bounds; CCL_CORE_SHM_SEGMENT_BYTES may go
 // as low as a page, and a size rank 0 hands over is believed only up to kMaxSegment.
@@ -53,9 +46,6 @@ constexpr std::size_t kDefaultSmallLimit = 64 << 10;
 constexpr std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
 
 std::uint64_t load(const std::uint64_t& v) { return __atomic_load_n(&v, __ATOMIC_ACQUIRE); }
-
-Bytes text(const std::string& s) { return Bytes(s.begin(), s.end()); }
-std::string text(const Bytes& b) { return std::string(b.begin(), b.end()); }
 
 }  // namespace
 

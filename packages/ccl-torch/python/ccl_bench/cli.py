@@ -142,7 +142,7 @@ def worker(args) -> int:
     groups = {"ccl": dist.group.WORLD, "gloo": dist.new_group(backend="gloo") if "gloo" in backends else None,
               "fake": fake_group() if args.floor else None}
     if "ccl-flat" in backends:
-        groups["ccl-flat"] = _flat_ccl_group()
+        groups["ccl-flat"] = flat_ccl_group()
     comm = _raw_communicator(rank, size) if "raw" in backends else None
     ds_op = deepspeed_op.build(rank, size) if set(backends) & set(deepspeed_op.BACKENDS) else None
     fault = os.environ.get("CCL_BENCH_FAULT", "") == str(rank)
@@ -222,7 +222,7 @@ def worker(args) -> int:
     return 1 if failures else 0
 
 
-def _flat_ccl_group():
+def flat_ccl_group():
     """A ccl group of every rank whose ops across hosts take oneCCL's flat algorithms (the switch is read, and agreed
     by every rank, when the group is created)."""
     import torch.distributed as dist
