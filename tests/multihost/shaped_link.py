@@ -84,7 +84,7 @@ def summarize(rounds: list[list[dict]], rate: float) -> list[dict]:
             c.setdefault(r["backend"], []).append(r["median_us"] / 1000)
             c["checks"].add(r["check"])
     for (op, nbytes), c in cases.items():
-        c["link_limit_ms"] = CROSSING[op] * nbytes / rate * 1000
+        c["link_limit_ms"] = CROSSING[op.split()[0]] * nbytes / rate * 1000  # "all_reduce overlap" too
     return list(cases.values())
 
 
@@ -117,6 +117,8 @@ def main(argv=None) -> int:
     p.add_argument("-e", "--max-bytes", default="64M")
     p.add_argument("--dtype", default="float32")
     p.add_argument("--iters", default="5")
+    p.add_argument("--overlap", action="store_true",
+                   help="also each op issued async while the ranks compute (ccl-bench --overlap): rows '<op> overlap'")
     p.add_argument("--json", help="write the rate, every round's rows and the summary here")
     args = p.parse_args(argv)
     why_not = netns_hosts.can_make_namespaces()
@@ -130,7 +132,7 @@ def main(argv=None) -> int:
         rate = link_rate(hosts)
         print(f"link: tbf {args.rate}; one TCP stream measured {rate / 1e6:.0f} MB/s", flush=True)
         bench = ["--ops", args.ops, "--backends", args.backends, "-b", args.min_bytes, "-e", args.max_bytes,
-                 "--dtype", args.dtype, "--iters", args.iters, "--warmup", "2"]
+                 "--dtype", args.dtype, "--iters", args.iters, "--warmup", "2"] + (["--overlap"] if args.overlap else [])
         rounds = []
         with tempfile.TemporaryDirectory() as tmp:
             for i in range(args.rounds):

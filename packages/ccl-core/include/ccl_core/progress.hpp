@@ -35,6 +35,12 @@ public:
         (void)limit;
         return false;
     }
+    // The longest nap a poller may take between two polls of this operation once it has waited `waited`; zero for
+    // no limit beyond the shared schedule (backoff.hpp). A transfer between hosts moves only while it is polled.
+    virtual std::chrono::microseconds nap_limit(std::chrono::steady_clock::duration waited) const {
+        (void)waited;
+        return std::chrono::microseconds(0);
+    }
     // True while a caller's wait drives this operation's engine: the progress thread then leaves it alone (two
     // pollers of the same engine only compete for the cores).
     virtual bool driven_by_a_caller() const { return false; }

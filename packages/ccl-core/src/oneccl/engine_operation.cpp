@@ -80,6 +80,18 @@ bool EngineOperation::driven_by_a_caller() const {
     return oneccl + engine_->local_path_waiters.load(std::memory_order_relaxed) > 0;
 }
 
+// Between hosts oneCCL moves a large message in steps, each waiting for a poll on both sides: naps that grew to 5 and
+// 25 ms halved the rate of a 2.5 Gbit/s link; under 0.5 ms it ran at the link's rate (64 MiB allreduce, 2 ranks:
+// 505 ms against 231 ms). For its first 2 s, every poller of an op across hosts (a caller's wait, the progress
+// thread) keeps its naps that short.
+constexpr std::chrono::microseconds kTransferWindow(2000000);
+constexpr std::chrono::microseconds kTransferNap(500);
+
+std::chrono::microseconds EngineOperation::nap_limit(Clock::duration waited) const {
+    const bool across_hosts = engine_->local_ranks() < engine_->size();
+    return across_hosts && waited < kTransferWindow ? kTransferNap : std::chrono::microseconds(0);
+}
+
 bool EngineOperation::sleep_in_background(std::chrono::microseconds limit) {
     // a caller drives the engine (its wait sleeps, not this thread), or there is nothing to sleep on
     if (driven_by_a_caller() || !sleeps_on_peers()) return false;
@@ -146,12 +158,9 @@ void EngineOperation::wait(std::optional<std::chrono::milliseconds> timeout, con
     } else {
         phases = {microseconds(50), can_sleep ? microseconds(1000) : microseconds(10000), microseconds(0)};
     }
-    if (engine_->local_ranks() < engine_->size()) {
-        // Between hosts oneCCL moves a large message in steps, each waiting for a poll on both sides: naps that grow
-        // to 5 and 25 ms halved the rate of a 2.5 Gbit/s link; under 0.5 ms it ran at the link's rate (64 MiB
-        // allreduce, 2 ranks: 505 ms against 231 ms). For its first 2 s, a wait across hosts keeps them that short.
-        phases.transfer = microseconds(2000000);
-        phases.transfer_nap = microseconds(500);
+    if (nap_limit(Clock::duration(0)).count() > 0) {  // across hosts (nap_limit)
+        phases.transfer = kTransferWindow;
+        phases.transfer_nap = nap_limit(Clock::duration(0));
     }
     Backoff backoff(phases, start);
     LocalPath* board = engine_->local_path();  // where same-host ranks note their cores

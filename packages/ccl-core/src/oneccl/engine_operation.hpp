@@ -29,6 +29,7 @@ public:
     const std::string& op_name() const override { return op_; }
     void set_timeout(std::chrono::milliseconds timeout) override;
     bool sleep_in_background(std::chrono::microseconds limit) override;
+    std::chrono::microseconds nap_limit(Clock::duration waited) const override;
     bool driven_by_a_caller() const override;
     const std::shared_ptr<Engine>& engine() const { return engine_; }
 

@@ -215,18 +215,25 @@ void ProgressThread::run() {
                             })->since;
         // Sleep on the first pending op that has something to sleep on (the shared-memory path's futex) until a peer
         // publishes progress, or the cap: each step of a segment then follows at once.
+        // The shortest nap any pending op asks for (a transfer between hosts) bounds this round's nap and sleep.
         std::vector<std::shared_ptr<PendingOperation>> sleepers;
+        std::chrono::microseconds limit(0);
         for (const Watched& w : watched_) {
-            if (auto op = w.owned ? w.owned : w.watched.lock()) sleepers.push_back(std::move(op));
+            if (auto op = w.owned ? w.owned : w.watched.lock()) {
+                const auto asked = op->nap_limit(now - w.since);
+                if (asked.count() > 0 && (limit.count() == 0 || asked < limit)) limit = asked;
+                sleepers.push_back(std::move(op));
+            }
         }
         lock.unlock();
-        const auto cap = Backoff::nap_cap(now - newest);
+        auto bounded = [&](std::chrono::microseconds nap) { return limit.count() > 0 ? std::min(nap, limit) : nap; };
+        const auto cap = bounded(Backoff::nap_cap(now - newest));
         const bool slept = std::any_of(sleepers.begin(), sleepers.end(),
                                        [&](const auto& op) { return op->sleep_in_background(cap); });
         sleepers.clear();
         lock.lock();
         if (slept) continue;
-        wake_.wait_for(lock, backoff.next_nap(now), [&] { return stop_ || watched_.size() > seen; });
+        wake_.wait_for(lock, bounded(backoff.next_nap(now)), [&] { return stop_ || watched_.size() > seen; });
     }
 }
 
