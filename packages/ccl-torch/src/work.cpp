@@ -15,6 +15,18 @@ namespace ccl_torch {
 WorkOperation::WorkOperation(std::string op, int rank, std::chrono::milliseconds timeout)
     : op_(std::move(op)), rank_(rank), timeout_(timeout) {}
 
+WorkOperation::~WorkOperation() {
+    if (!ccl_core::on_progress_thread()) return;
+    struct Held {
+        std::vector<ccl_core::Request> requests;
+        DeferredIssue deferred;
+        FinishSteps finish;
+        std::vector<at::Tensor> keep;
+    };
+    ccl_core::release_on_a_user_thread(
+        std::make_shared<Held>(Held{std::move(requests_), std::move(deferred_), std::move(finish_), std::move(keep_)}));
+}
+
 void WorkOperation::add(ccl_core::Request request) {
     request.set_timeout(timeout_);
     std::lock_guard<std::mutex> lock(mutex_);

@@ -28,6 +28,10 @@ namespace ccl_torch {
 class WorkOperation final : public ccl_core::PendingOperation {
 public:
     WorkOperation(std::string op, int rank, std::chrono::milliseconds timeout);
+    // Let go on ccl-core's progress thread (the caller dropped its work as the thread polled it), it hands what it
+    // holds to a user's thread: tensors need Python's lock to go, and at the interpreter's exit a thread that asks
+    // for it is ended on the spot, which aborts the process.
+    ~WorkOperation() override;
 
     // Adds a request (issued in order; all complete before the finish steps run); it times out with the work.
     void add(ccl_core::Request request);

@@ -69,4 +69,14 @@ void stop_completions();
 // anything else.
 std::string progress_mode();
 
+// True on ccl-core's progress thread. The thread polls operations that their callers may drop meanwhile, so it can
+// end up holding the last reference to one. What must not be destroyed there checks this in its destructor and hands
+// itself to release_on_a_user_thread: tensors and other Python objects (their release takes Python's lock, which a
+// thread cannot take while the interpreter shuts down: it exits instead, and the process aborts), and communicators
+// (their destruction is collective).
+bool on_progress_thread();
+// Keeps `leftover` until a user's thread next issues an operation or makes a request, which destroys it; at the
+// process's exit it is never destroyed.
+void release_on_a_user_thread(std::shared_ptr<void> leftover);
+
 }  // namespace ccl_core

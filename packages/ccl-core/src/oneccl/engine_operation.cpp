@@ -25,6 +25,10 @@ EngineOperation::EngineOperation(std::shared_ptr<Engine> engine, std::string op,
     detail::release_completed_operations();  // the caller's thread: see ProgressThread's graveyard
 }
 
+EngineOperation::~EngineOperation() {
+    if (on_progress_thread()) release_on_a_user_thread(std::move(engine_));
+}
+
 void EngineOperation::fail(std::exception_ptr error, const std::string& abort_reason) {
     {
         std::lock_guard<std::mutex> lock(mutex_);

@@ -22,6 +22,9 @@ class EngineOperation : public PendingOperation, public std::enable_shared_from_
 public:
     using Clock = std::chrono::steady_clock;
     EngineOperation(std::shared_ptr<Engine> engine, std::string op, std::string peers, std::function<void()> finish);
+    // Let go on the progress thread (its caller dropped it meanwhile), it hands its engine to a user's thread: the
+    // engine may go with it, and destroying one is collective.
+    ~EngineOperation() override;
 
     bool test() override;
     void wait(std::optional<std::chrono::milliseconds> timeout, const std::function<void()>& every_50ms) override;

@@ -129,6 +129,7 @@ void ProgressThread::finish(Watched& w) {
         }
         leave_to_the_process_end(std::move(w.completion.hold));
         leave_to_the_process_end(std::move(w.owned));
+        bury(std::make_shared<Watched>(std::move(w)));  // `done` may hold Python's objects (a torch work)
         return;
     }
     if (w.completion.done) {
@@ -137,8 +138,12 @@ void ProgressThread::finish(Watched& w) {
         } catch (...) {
         }
     }
+    bury(std::make_shared<Watched>(std::move(w)));
+}
+
+void ProgressThread::bury(std::shared_ptr<void> leftover) {
     std::lock_guard<std::mutex> graves(graveyard_mutex_);
-    graveyard_.push_back(std::move(w));
+    graveyard_.push_back(std::move(leftover));
     graves_.store(true, std::memory_order_release);
 }
 
@@ -147,7 +152,7 @@ void ProgressThread::release_completed() {
         std::this_thread::get_id() == thread_.get_id()) {
         return;
     }
-    std::vector<Watched> dead;
+    std::vector<std::shared_ptr<void>> dead;
     {
         std::lock_guard<std::mutex> lock(completion_mutex_);  // after the stop they may be Python's: left alone
         if (completions_stopped_) return;
@@ -241,6 +246,18 @@ void ProgressThread::run() {
 
 void stop_completions() {
     if (detail::ProgressThread* thread = detail::started.load()) thread->stop_completions();
+}
+
+bool on_progress_thread() {
+    detail::ProgressThread* thread = detail::started.load();
+    return thread && thread->is_this_thread();
+}
+
+void release_on_a_user_thread(std::shared_ptr<void> leftover) {
+    detail::ProgressThread* thread = detail::started.load();
+    if (thread && thread->is_this_thread()) {
+        thread->bury(std::move(leftover));
+    }  // else: this is a user's thread (or no progress thread exists): it is released here
 }
 
 }  // namespace ccl_core

@@ -37,6 +37,9 @@ public:
     // Destroys what completed operations left behind (see graveyard_). Called on users' threads as they issue
     // operations; nothing on the progress thread itself.
     void release_completed();
+    // Puts `leftover` in the graveyard (see release_on_a_user_thread in progress.hpp).
+    void bury(std::shared_ptr<void> leftover);
+    bool is_this_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
     ~ProgressThread();
 
 private:
@@ -59,13 +62,14 @@ private:
     // Completions stop at interpreter exit; completing_ guards the one that runs (see stop_completions()).
     std::mutex completion_mutex_;
     bool completions_stopped_ = false;
-    // What an owned operation leaves behind once its completion ran: the operation and its buffers. The thread never
-    // destroys them itself: the last reference to an operation may be the last one to its communicator, and
-    // destroying a oneCCL communicator is collective (a barrier over the store) and must not run beside another
-    // thread's oneCCL calls (a communicator made meanwhile failed: "can't allocate prov->eps"). The users' next call
-    // destroys them, as a dropped request's buffers always were.
+    // What an owned operation leaves behind once its completion ran (the operation and its buffers), and what
+    // operations destroyed on this thread hand over (release_on_a_user_thread). The thread never destroys them
+    // itself: the last reference to an operation may be the last one to its communicator, and destroying a oneCCL
+    // communicator is collective (a barrier over the store) and must not run beside another thread's oneCCL calls (a
+    // communicator made meanwhile failed: "can't allocate prov->eps"); tensors need Python's lock. The users' next
+    // call destroys them, as a dropped request's buffers always were.
     std::mutex graveyard_mutex_;
-    std::vector<Watched> graveyard_;
+    std::vector<std::shared_ptr<void>> graveyard_;
     std::atomic<bool> graves_{false};
     // A child forked from this process (a DataLoader worker) has no such thread, and the mutex may have been held
     // at the fork: there the object is left alone (see instance()), and ops move only in their caller.
