@@ -308,3 +308,18 @@ def unwaited_works_complete(rank, size):
     while (not fut.done() or dropped[0].item() != want) and time.time() < deadline:
         time.sleep(0.01)
     return {"future": fut.done() and fut.value()[0][0].item(), "dropped": dropped[-1].item(), "want": want}
+
+
+def lone_rank_of_three(rank, size, store_dir):
+    """Only rank 0 of a group of 3 starts, on torch's own store: bootstrap names both missing ranks at its timeout."""
+    import time
+
+    import oneccl_bindings_for_pytorch  # noqa: F401 - exposes dist.ProcessGroupCCL
+
+    store = dist.FileStore(f"{store_dir}/lone", 3)
+    start = time.monotonic()
+    try:
+        dist.ProcessGroupCCL(store, 0, 3, datetime.timedelta(seconds=2))
+    except Exception as e:  # noqa: BLE001 - the test reads the message
+        return str(e), time.monotonic() - start
+    return "no error", time.monotonic() - start

@@ -2,6 +2,7 @@
 import pytest
 import behaviour_workers as w
 from pg import run_in_group
+from ranks import run_ranks
 
 
 def test_is_completed_never_blocks_and_wait_completes():
@@ -131,3 +132,11 @@ def test_min_and_max_propagate_nan_as_torch_does(monkeypatch, shm):
 def test_a_future_driven_work_times_out_naming_the_groups_timeout():
     message = run_in_group(w.future_of_a_collective_a_peer_skips, 2, timeout=2)[0]
     assert "allreduce" in message and "did not complete within 2000 ms" in message, message
+
+
+def test_bootstrap_on_torchs_store_names_every_rank_that_never_came():
+    # torch's stores take a zero wait for "forever": after the first missing rank, the others are asked without
+    # waiting, and must not block
+    message, elapsed = run_ranks(w.lone_rank_of_three, 1, make_comm=False, timeout=60)[0]
+    assert "rank(s) 1, 2 did not join within 2000 ms" in message, message
+    assert elapsed < 30, elapsed

@@ -7,6 +7,11 @@ namespace ccl_torch {
 void C10dStore::set(const std::string& key, const ccl_core::Bytes& value) { store_->set(key, value); }
 
 ccl_core::Bytes C10dStore::get(const std::string& key, ccl_core::Milliseconds timeout) {
+    // c10d's wait takes a zero timeout for "no timeout": wait forever. Ours means "only if it is there now".
+    if (timeout.count() <= 0) {
+        if (auto value = try_get(key)) return *value;
+        throw ccl_core::Timeout("key '" + key + "' is not in the store");
+    }
     try {
         store_->wait({key}, timeout);
     } catch (const c10::Error& e) {  // DistStoreError on timeout
