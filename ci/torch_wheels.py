@@ -7,6 +7,7 @@
                                              build/wheels/torch-sdk/VERSION (a directory holding `torch`); print it
     torch_wheels.py cuda-libs                the CUDA libraries (nvidia-* wheels) the releases need,
                                              installed once into build/wheels/cuda-libs; print the directory
+    torch_wheels.py requirements WHEEL       the wheel's dependencies other than CUDA's libraries and triton
 
 Everything lands in build/wheels and is reused. PyPI's Linux torch is the CUDA build, what `pip install torch` gives;
 it imports only beside its nvidia-* wheels (about 3 GB), which are the same for every CPython, so the test venvs share
@@ -139,6 +140,8 @@ def main(argv: list[str]) -> None:
         print(sdk(*args))
     elif command == "cuda-libs":
         print(cuda_libs())
+    elif command == "requirements":
+        print(" ".join(plain_requirements(Path(args[0]))))
     else:
         raise SystemExit(__doc__)
 

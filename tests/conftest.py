@@ -7,6 +7,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "torch"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "core"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "multihost"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "xpu"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "contract"))
 
 import pytest  # noqa: E402
 

@@ -52,8 +52,13 @@ const std::string& Communicator::shared_memory_status() const { return impl_->sh
 bool Communicator::hierarchical() const { return impl_->hierarchy != nullptr; }
 const std::string& Communicator::hierarchy_status() const { return impl_->hierarchy_status; }
 void Communicator::abort(const std::string& reason) {
-    impl_->engine->abort(reason);
+    impl_->engine->abort(reason, AbortCause::by_user);
     if (impl_->hierarchy) impl_->hierarchy->abort(reason);
+}
+AbortCause Communicator::abort_cause() const { return impl_->engine->abort_cause(); }
+std::string Communicator::abort_reason() const { return impl_->engine->abort_reason(); }
+void Communicator::on_abort(std::function<void(AbortCause, const std::string&)> listener) {
+    impl_->engine->on_abort(std::move(listener));
 }
 
 // ---- argument checks (each names the operation and the bad value) -------------------------------------------

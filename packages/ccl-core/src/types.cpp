@@ -82,4 +82,15 @@ ReduceOp parse_reduce_op(const std::string& name) {
     throw InvalidArgument("unknown reduce op '" + name + "'; expected one of: sum, prod, min, max, avg");
 }
 
+const char* abort_cause_name(AbortCause cause) {
+    switch (cause) {
+        case AbortCause::none: return "none";
+        case AbortCause::timeout: return "timeout";
+        case AbortCause::peer_died: return "peer_died";
+        case AbortCause::failed: return "failed";
+        case AbortCause::by_user: return "by_user";
+    }
+    return "none";
+}
+
 }  // namespace ccl_core

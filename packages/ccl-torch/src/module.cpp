@@ -23,29 +23,30 @@ PYBIND11_MODULE(CCL_TORCH_MODULE, m) {  // _C_torch2_13 etc.: one per torch mino
         "ProcessGroupCCL(store, rank, size, timeout=timedelta(minutes=30)): the ccl backend on its own; "
         "init_process_group('ccl') creates one per group")
         .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                         std::chrono::milliseconds timeout) {
-                 return c10::make_intrusive<ccl_torch::ProcessGroupCCL>(store, rank, size, timeout);
+                         std::chrono::milliseconds timeout, bool enable_reconfigure) {
+                 return c10::make_intrusive<ccl_torch::ProcessGroupCCL>(store, rank, size, timeout, "default",
+                                                                        enable_reconfigure);
              }),
              py::arg("store"), py::arg("rank"), py::arg("size"),
-             py::arg("timeout") = std::chrono::milliseconds(30 * 60 * 1000),
+             py::arg("timeout") = std::chrono::milliseconds(30 * 60 * 1000), py::arg("enable_reconfigure") = false,
              py::call_guard<py::gil_scoped_release>())
         .def_property_readonly("shared_memory",
-                               [](ccl_torch::ProcessGroupCCL& pg) { return pg.communicator().shared_memory(); },
+                               [](ccl_torch::ProcessGroupCCL& pg) { return pg.communicator()->shared_memory(); },
                                "True when allreduce, allgather, reduce_scatter and broadcast run through ccl-core's "
                                "shared-memory path (every rank of the group on this host) instead of oneCCL")
         .def_property_readonly("shared_memory_status",
-                               [](ccl_torch::ProcessGroupCCL& pg) { return pg.communicator().shared_memory_status(); },
+                               [](ccl_torch::ProcessGroupCCL& pg) { return pg.communicator()->shared_memory_status(); },
                                "\"on\", or \"off: <why>\" (a rank elsewhere, CCL_CORE_SHM=0 on a rank, too small a "
                                "/dev/shm), as the group agreed at creation")
         .def_property_readonly("hierarchy",
-                               [](ccl_torch::ProcessGroupCCL& pg) { return pg.communicator().hierarchy_status(); },
+                               [](ccl_torch::ProcessGroupCCL& pg) { return pg.communicator()->hierarchy_status(); },
                                "\"on: 2 hosts x 2 ranks\" when allreduce, allgather, reduce_scatter and broadcast of "
                                "this group go inside each host first, then across hosts; else \"off: <why>\"")
         .def_property_readonly("shared_memory_allreduce", [](ccl_torch::ProcessGroupCCL& pg) {
             if (PyErr_WarnEx(PyExc_DeprecationWarning, "shared_memory_allreduce is deprecated: use shared_memory", 1) != 0) {
                 throw py::error_already_set();
             }
-            return pg.communicator().shared_memory();
+            return pg.communicator()->shared_memory();
         });
 
     m.def("_register_device_plugin", [](const std::string& device, py::capsule capsule) {

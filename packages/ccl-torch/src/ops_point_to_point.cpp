@@ -45,11 +45,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::recvAnysource(std::vector<at::Te
         return Checked<NoPlan>{tensors, tensors, {}};
     }, [&](Issue& issue, NoPlan&) {
         Buffer buf = output_buffer(tensors[0], op, issue.op.finish_steps());
-        ccl_core::Collectives& on = issue.on;
-        issue.op.defer([ledger = any_source_, buf, &on]() -> std::optional<std::pair<ccl_core::Request, int>> {
+        issue.op.defer([ledger = any_source_, buf, on = issue.keep]() -> std::optional<std::pair<ccl_core::Request, int>> {
             const auto src = ledger->claim_any();
             if (!src) return std::nullopt;
-            return std::make_pair(translate_errors([&] { return on.recv(buf.data(), buf.count, buf.dtype, *src); }), *src);
+            return std::make_pair(translate_errors([&] { return on->recv(buf.data(), buf.count, buf.dtype, *src); }), *src);
         }, "recv without src");
     });
 }

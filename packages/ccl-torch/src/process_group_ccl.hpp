@@ -8,6 +8,7 @@
 #pragma once
 
 #include "any_source.hpp"
+#include "hooks.hpp"
 #include "work.hpp"
 
 #include <ccl_core/collectives.hpp>
@@ -16,6 +17,7 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -31,24 +33,77 @@ struct Checked {
 };
 struct NoPlan {};
 
-// What an op's issue works with: the operation its requests go into, and the collectives of its device.
+// What an op's issue works with: the operation its requests go into, and the collectives of its device (`keep`
+// holds them for what must outlive the issue: a recv without src issues later).
 struct Issue {
     WorkOperation& op;
     ccl_core::Collectives& on;
+    std::shared_ptr<ccl_core::Collectives> keep;
 };
 
 class ProcessGroupCCL : public c10d::Backend {
 public:
+    // With enable_reconfigure (torch's init_process_group(..., enable_reconfigure=True)), the group has no
+    // communicator until reconfigure() names its members.
     ProcessGroupCCL(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                    std::chrono::milliseconds timeout, const std::string& name = "default");
+                    std::chrono::milliseconds timeout, const std::string& name = "default",
+                    bool enable_reconfigure = false);
     ~ProcessGroupCCL() override;
 
     const std::string getBackendName() const override { return "ccl"; }
-    void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
+    c10::intrusive_ptr<c10d::Backend::Options> getBackendOptions() override;
+    // For ops issued from now on (torch.distributed.set_timeout); an op's own timeout still wins.
+    void setTimeout(std::chrono::milliseconds timeout) override;
     // Sequence numbers let torch's debug wrapper (TORCH_DISTRIBUTED_DEBUG=DETAIL) match ops across ranks;
     // like gloo, every group starts at 0 and counts the ops issued on it.
     void setSequenceNumberForGroup() override { seq_ = 0; }
     uint64_t getSequenceNumberForGroup() override { return seq_; }
+    // Works report issue-to-completion times (getDuration, and the completion hooks' duration_ms).
+    void enableCollectivesTiming() override { timing_ = true; }
+
+    // ---- the group's life (membership.cpp) -------------------------------------------------------------------
+    // split, merge and shrink make new groups over the store torch hands them; reconfigure rebuilds this one in
+    // place with the members its handles name (fault tolerance: survivors of a lost rank, a replacement rank).
+    bool supportsSplitting() const override { return true; }
+    c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+                                            const c10::intrusive_ptr<c10d::Backend::Options>& opts) override;
+    c10::intrusive_ptr<c10d::Backend> merge(const c10::intrusive_ptr<c10d::Store>& store,
+                                            const c10::intrusive_ptr<c10d::Backend::Options>& opts, const int& rank,
+                                            const int& size) override;
+    bool supportsShrinking() const override { return true; }
+    c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranks_to_exclude, int shrink_flags,
+                                             const c10::intrusive_ptr<c10d::Backend::Options>& opts_override) override;
+#ifdef C10D_BACKEND_HAS_RECONFIGURE
+    bool supportsReconfigure() const override { return true; }
+    c10d::ReconfigureHandle get_reconfigure_handle() const override { return handle_; }
+    c10::intrusive_ptr<c10d::Work> reconfigure(const c10d::ReconfigureOptions& opts) override;
+#endif
+#if CCL_TORCH_MINOR >= 15
+    bool isInitialized() override;
+#endif
+    // TIMEOUT after an op ran out of time, REMOTE_ERROR after a rank of the group died, COMM_ERROR after another
+    // failure or abort(); SUCCESS while the group works.
+    c10d::ErrorType getError() override;
+    // Every op waiting on the group raises within 0.2 s, and so does every later one, naming itself.
+    void abort() override;
+    // Lets the communicator go (destroyed once no op holds it); later ops raise.
+    void shutdown() override;
+
+    // ---- torch's hooks (hooks.hpp) ---------------------------------------------------------------------------
+#ifdef C10D_BACKEND_HAS_HOOKS
+    bool supportsAbortHooks() const override { return true; }
+    void registerAbortHook(int64_t hook_id, c10d::AbortHook hook) override;
+    void unregisterAbortHook(int64_t hook_id) override;
+#endif
+#if CCL_TORCH_MINOR >= 15
+    bool supportsCompletionHooks() const override { return true; }
+    void registerCompletionHook(int64_t hook_id, c10d::CompletionHook hook) override;
+    void unregisterCompletionHook(int64_t hook_id) override;
+#endif
+
+    // monitored_barrier.cpp: rank 0 waits for every rank's arrival through the store and names the ranks that did
+    // not come; the others wait for rank 0's release.
+    void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
 
     // ops_reductions.cpp
     c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override;
@@ -96,7 +151,8 @@ public:
     // process_group_ccl.cpp
     c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
-    ccl_core::Communicator& communicator() { return *comm_; }
+    // The group's communicator; raises naming `op` when the group has none (not yet reconfigured, shut down).
+    std::shared_ptr<ccl_core::Communicator> communicator(const char* op = "this group") const;
 
 private:
     // Which op, and how it is waited for: `async` (the options' asyncOp; false for a blocking call, which waits
@@ -112,9 +168,9 @@ private:
     template <class Check, class IssueSteps>
     c10::intrusive_ptr<c10d::Work> launch(const OpSpec& spec, Check&& check, IssueSteps&& issue) {
         auto checked = check();
-        ccl_core::Collectives& on = collectives_for(spec.name, checked.inputs, checked.outputs);
+        auto on = collectives_for(spec.name, checked.inputs, checked.outputs);
         auto work = make_work(spec, checked.inputs, std::move(checked.outputs));
-        Issue steps{work->operation(), on};
+        Issue steps{work->operation(), *on, on};
         issue(steps, checked.plan);
         if (spec.async) work->move_in_background();
         return work;
@@ -123,18 +179,35 @@ private:
                                           std::vector<at::Tensor> outputs);
     // The collectives for the op's device: ccl-core's communicator for CPU tensors, a plugin's for others (made at
     // the group's first op on that device). Checks that every tensor is on one device.
-    ccl_core::Collectives& collectives_for(const char* op, const std::vector<at::Tensor>& inputs,
-                                           const std::vector<at::Tensor>& outputs);
+    std::shared_ptr<ccl_core::Collectives> collectives_for(const char* op, const std::vector<at::Tensor>& inputs,
+                                                           const std::vector<at::Tensor>& outputs);
+    // Puts `comm` in place (bootstrap, reconfigure): new rank and size, a fresh sequence, the abort listener.
+    void adopt(std::shared_ptr<ccl_core::Communicator> comm, int rank, int size);
+    // A new group over `store` (split, merge, shrink), with this group's timeout unless `opts` names one.
+    c10::intrusive_ptr<ProcessGroupCCL> make_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                                   const c10::intrusive_ptr<c10d::Backend::Options>& opts,
+                                                   const std::string& suffix) const;
     c10::intrusive_ptr<c10d::Work> allreduce_all(const OpSpec& spec, std::vector<at::Tensor>& tensors,
                                                  const c10d::ReduceOp& rop);
 
+    c10::intrusive_ptr<c10d::Store> c10d_store_;  // the store torch handed us (split, shrink and merge build on it)
     std::shared_ptr<ccl_core::Store> store_;
-    std::shared_ptr<ccl_core::Communicator> comm_;
+    std::string name_;
+    mutable std::mutex comm_mutex_;  // guards comm_, which reconfigure and shutdown replace
+    std::shared_ptr<ccl_core::Communicator> comm_;  // null before reconfigure (enable_reconfigure) and after shutdown
+    std::string no_comm_why_;  // why comm_ is null, for the error of an op issued then
     std::mutex device_mutex_;
     std::map<c10::DeviceType, std::shared_ptr<ccl_core::Collectives>> device_collectives_;  // from device plugins
-    std::chrono::milliseconds timeout_;
+    std::atomic<std::chrono::milliseconds::rep> timeout_ms_;
+    c10::intrusive_ptr<c10d::Backend::Options> options_;
     std::shared_ptr<AnySourceLedger> any_source_;  // sends and recvs counted for recv without src
+    std::shared_ptr<HookTables> hooks_ = std::make_shared<HookTables>();
+    std::string handle_;  // this rank's reconfigure handle: "ccl:<host>:<pid>:<nonce>"
+    std::vector<int64_t> reconfigured_with_;  // uuids used so far: each must be fresh
+    int shrinks_ = 0;  // numbers the stores of shrunk groups (the same on every survivor)
+    uint64_t monitored_barriers_ = 0;  // numbers their keys in the store (the same on every rank)
     bool verbose_ = false;
+    std::atomic<bool> timing_{false};
     bool coalescing_ = false;
     uint64_t seq_ = 0;
     std::vector<c10::intrusive_ptr<CCLWork>> coalesced_;

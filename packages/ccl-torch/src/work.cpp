@@ -1,5 +1,6 @@
 #include "work.hpp"
 
+#include "hooks.hpp"
 #include "torch_errors.hpp"
 
 #include <ccl_core/backoff.hpp>
@@ -56,27 +57,42 @@ void WorkOperation::absorb(WorkOperation& part) {
     requests_.insert(requests_.end(), part.requests_.begin(), part.requests_.end());
     finish_.insert(finish_.end(), part.finish_.begin(), part.finish_.end());
     keep_.insert(keep_.end(), part.keep_.begin(), part.keep_.end());
+    on_success_.insert(on_success_.end(), std::make_move_iterator(part.on_success_.begin()),
+                       std::make_move_iterator(part.on_success_.end()));
+    part.on_success_.clear();
+}
+
+void WorkOperation::on_success(std::function<void()> callback) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    on_success_.push_back(std::move(callback));
 }
 
 bool WorkOperation::test() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (done_) return true;
-    if (failure_) std::rethrow_exception(failure_);
-    try {
-        if (!issue_deferred()) {
-            if (std::chrono::steady_clock::now() - created_ < timeout_) return false;
-            C10_THROW_ERROR(DistBackendError, "ccl: " + deferred_what_ + ": no rank sent to rank " + std::to_string(rank_) +
-                                                  " within " + std::to_string(timeout_.count()) + " ms");
+    std::vector<std::function<void()>> succeeded;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (done_) return true;
+        if (failure_) std::rethrow_exception(failure_);
+        try {
+            if (!issue_deferred()) {
+                if (std::chrono::steady_clock::now() - created_ < timeout_) return false;
+                C10_THROW_ERROR(DistBackendError, "ccl: " + deferred_what_ + ": no rank sent to rank " +
+                                                      std::to_string(rank_) + " within " +
+                                                      std::to_string(timeout_.count()) + " ms");
+            }
+            for (auto& r : requests_) {
+                if (!translate_errors([&] { return r.test(); })) return false;
+            }
+            for (auto& step : finish_) step();
+        } catch (...) {
+            failure_ = std::current_exception();
+            throw;
         }
-        for (auto& r : requests_) {
-            if (!translate_errors([&] { return r.test(); })) return false;
-        }
-        for (auto& step : finish_) step();
-    } catch (...) {
-        failure_ = std::current_exception();
-        throw;
+        done_ = true;  // kept tensors go with the operation: released on the thread that drops it last
+        finished_at_ = std::chrono::steady_clock::now();
+        succeeded.swap(on_success_);
     }
-    done_ = true;  // kept tensors go with the operation: released on the thread that drops it last
+    for (auto& callback : succeeded) callback();
     return true;
 }
 
@@ -129,6 +145,11 @@ void WorkOperation::wait(std::optional<std::chrono::milliseconds> timeout, const
     (void)test();  // the finish steps
 }
 
+std::chrono::steady_clock::duration WorkOperation::took() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return done_ ? finished_at_ - created_ : std::chrono::steady_clock::duration::zero();
+}
+
 bool WorkOperation::completed() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return done_;
@@ -158,7 +179,15 @@ CCLWork::CCLWork(int rank, c10d::OpType type, const char* profiling_title, const
                  std::vector<at::Tensor> outputs, std::shared_ptr<WorkOperation> op)
     : c10d::Work(rank, type, profiling_title, std::optional<std::vector<at::Tensor>>(inputs)),
       op_(std::move(op)),
-      outputs_(std::move(outputs)) {}
+      outputs_(std::move(outputs)),
+      completion_key_(HookTables::next_completion_key()) {}
+
+float CCLWork::getDuration() const {
+    TORCH_CHECK(timed_, "ccl: getDuration needs the group to time its ops: call enableCollectivesTiming() on the "
+                "backend (TORCH_NCCL_ENABLE_TIMING=1 does so for torch's own ops)");
+    TORCH_CHECK(op_->completed(), "ccl: getDuration of an op that has not completed successfully");
+    return std::chrono::duration<float, std::milli>(op_->took()).count();
+}
 
 CCLWork::~CCLWork() {
     bool done;

@@ -42,8 +42,15 @@ public:
     FinishSteps& finish_steps() { return finish_; }
     // Tensors the operation reads or writes that the caller may drop before it completes (temporaries).
     void keep_alive(const at::Tensor& t) { keep_.push_back(t); }
-    // Takes over another operation's requests, finish steps and tensors (coalescing: one Work for many ops).
+    // Takes over another operation's requests, finish steps, tensors and success callbacks (coalescing: one Work for
+    // many ops).
     void absorb(WorkOperation& part);
+    // Runs once the operation completed successfully (after its finish steps), on the thread that saw it and outside
+    // the operation's lock: torch's completion hooks.
+    void on_success(std::function<void()> callback);
+    std::chrono::steady_clock::time_point created() const { return created_; }
+    // Issue to completion, once completed successfully.
+    std::chrono::steady_clock::duration took() const;
     void set_source_rank(int rank) { source_rank_ = rank; }
     int source_rank() const { return source_rank_; }
 
@@ -71,7 +78,9 @@ private:
     std::string deferred_what_;  // for the message when no peer sends
     FinishSteps finish_;
     std::vector<at::Tensor> keep_;
+    std::vector<std::function<void()>> on_success_;
     bool done_ = false;
+    std::chrono::steady_clock::time_point finished_at_{};
     std::exception_ptr failure_;
     std::atomic<int> source_rank_{-1};
 };
@@ -99,6 +108,17 @@ public:
     bool wait(std::chrono::milliseconds timeout = ::kNoTimeout) override;
     std::vector<at::Tensor> result() override { return outputs_; }
     c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+    uint64_t getSequencenumber() const override { return seq_; }
+    // Issue to completion in ms, for a group that times its ops (enableCollectivesTiming); raises otherwise.
+    float getDuration() const override;
+#if CCL_TORCH_MINOR >= 15
+    // Never reused (HookTables::next_completion_key): the op may complete after the work is gone.
+    uint64_t getCompletionKey() const override { return completion_key_; }
+#endif
+    uint64_t completion_key() const { return completion_key_; }
+    void set_sequence_number(uint64_t seq) { seq_ = seq; }
+    // The op is timed: getDuration() reports issue to completion.
+    void time_it() { timed_ = true; }
 
 private:
     void complete(std::exception_ptr error);
@@ -109,6 +129,9 @@ private:
     bool handed_over_ = false;  // someone else completes op_: the progress thread (a future), or a coalesced work
     std::string verbose_;       // non-empty when ONECCL_BINDINGS_FOR_PYTORCH_ENV_VERBOSE is set
     const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+    uint64_t seq_ = 0;
+    const uint64_t completion_key_;
+    bool timed_ = false;
 };
 
 }  // namespace ccl_torch

@@ -3,12 +3,14 @@
 
 #include <ccl_core/collectives.hpp>
 #include <ccl_core/communicator_options.hpp>
+#include <ccl_core/errors.hpp>
 #include <ccl_core/request.hpp>
 #include <ccl_core/store.hpp>
 #include <ccl_core/types.hpp>
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,7 +48,13 @@ public:
     bool shared_memory_allreduce() const { return shared_memory(); }
     // Set after a timeout or error: every later call throws CommunicatorAborted.
     bool aborted() const;
+    // Aborts on the user's behalf: every op still waiting raises CommunicatorAborted within its next poll (0.2 s at
+    // most), and so does every later call.
     void abort(const std::string& reason);
+    AbortCause abort_cause() const;    // AbortCause::none while usable
+    std::string abort_reason() const;  // "" while usable
+    // Runs before the communicator aborts on a failure (a timeout, a dead peer, an error), once; see Engine::on_abort.
+    void on_abort(std::function<void(AbortCause, const std::string&)> listener);
 
     // The collectives of collectives.hpp, on host memory.
     Request allreduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) override;

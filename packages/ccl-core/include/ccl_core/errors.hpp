@@ -7,6 +7,16 @@
 
 namespace ccl_core {
 
+// Why a communicator was aborted (Communicator::abort_cause; torch's getError).
+enum class AbortCause {
+    none,       // not aborted
+    timeout,    // an operation ran out of time
+    peer_died,  // a rank of the group on this host died
+    failed,     // an operation failed (oneCCL's error, ranks that called different ops)
+    by_user,    // abort() was called, or a wait was interrupted
+};
+const char* abort_cause_name(AbortCause cause);
+
 // Base of all ccl-core errors.
 class Error : public std::runtime_error {
 public:

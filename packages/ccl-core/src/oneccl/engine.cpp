@@ -200,13 +200,43 @@ std::string Engine::describe() const {
 
 std::string Engine::all_ranks() const { return size_ == 1 ? "rank 0" : "ranks 0-" + std::to_string(size_ - 1); }
 
-void Engine::abort(const std::string& reason) {
+void Engine::abort(const std::string& reason, AbortCause cause) {
+    AbortListener listener;
+    {
+        std::lock_guard<std::mutex> lock(abort_mutex_);
+        if (aborting_) return;
+        aborting_ = true;
+        if (cause != AbortCause::by_user) listener = abort_listener_;
+    }
+    if (listener) {
+        try {
+            listener(cause, reason);
+        } catch (...) {
+            // a listener's failure must not stop the abort
+        }
+    }
     std::lock_guard<std::mutex> lock(abort_mutex_);
-    if (aborted_.exchange(true)) return;
     abort_reason_ = reason;
+    abort_cause_ = cause;
+    aborted_.store(true);
     std::vector<pid_t> pids;
     for (const auto& peer : local_peer_pids_) pids.push_back(peer.second);
     detail::remove_shm_of_dead_processes(pids);
+}
+
+AbortCause Engine::abort_cause() const {
+    std::lock_guard<std::mutex> lock(abort_mutex_);
+    return abort_cause_;
+}
+
+std::string Engine::abort_reason() const {
+    std::lock_guard<std::mutex> lock(abort_mutex_);
+    return abort_reason_;
+}
+
+void Engine::on_abort(AbortListener listener) {
+    std::lock_guard<std::mutex> lock(abort_mutex_);
+    abort_listener_ = std::move(listener);
 }
 
 void Engine::throw_if_aborted(const char* op) const {

@@ -29,14 +29,14 @@ EngineOperation::~EngineOperation() {
     if (on_progress_thread()) release_on_a_user_thread(std::move(engine_));
 }
 
-void EngineOperation::fail(std::exception_ptr error, const std::string& abort_reason) {
+void EngineOperation::fail(std::exception_ptr error, const std::string& abort_reason, AbortCause cause) {
     {
         std::lock_guard<std::mutex> lock(mutex_);
         if (!failure_) failure_ = error;
         error = failure_;
     }
     // only now: a thread that tests this op once the engine is aborted must find the op's own failure
-    engine_->abort(abort_reason);
+    engine_->abort(abort_reason, cause);
     std::rethrow_exception(error);
 }
 
@@ -45,7 +45,7 @@ void EngineOperation::expire(std::chrono::milliseconds allowed) {
                                          std::to_string(allowed.count()) + " ms; waiting for " + peers_ +
                                          ": a peer died, hangs, or did not call " + op_ +
                                          ". The communicator is aborted; create a new one to continue.")),
-         op_ + " timed out after " + std::to_string(allowed.count()) + " ms");
+         op_ + " timed out after " + std::to_string(allowed.count()) + " ms", AbortCause::timeout);
 }
 
 void EngineOperation::set_timeout(std::chrono::milliseconds timeout) {
@@ -75,7 +75,7 @@ void EngineOperation::check_health(Clock::time_point now) {
     if (dead.empty()) return;
     fail(std::make_exception_ptr(BackendError(op_ + " on " + engine_->describe() + ": " + dead + " on this host died; "
                                               "the communicator is aborted; create a new one to continue.")),
-         dead + " died during " + op_);
+         dead + " died during " + op_, AbortCause::peer_died);
 }
 
 bool EngineOperation::driven_by_a_caller() const {
@@ -115,12 +115,12 @@ bool EngineOperation::test() {
         lock.unlock();
         fail(std::make_exception_ptr(
                  InvalidArgument(std::string(e.what()) + ". The communicator is aborted; create a new one to continue.")),
-             op_ + " was called differently on different ranks");
+             op_ + " was called differently on different ranks", AbortCause::failed);
     } catch (const std::exception& e) {
         lock.unlock();
         fail(std::make_exception_ptr(
                  BackendError(op_ + " on " + engine_->describe() + " failed" + failing_layer() + ": " + e.what())),
-             op_ + " failed");
+             op_ + " failed", AbortCause::failed);
     }
     if (ready) {
         if (finish_) finish_();

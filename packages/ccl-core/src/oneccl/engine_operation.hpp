@@ -55,7 +55,7 @@ protected:
 
 private:
     // Keeps `error` as this op's failure (the first one wins), aborts the engine for `abort_reason`, and throws it.
-    [[noreturn]] void fail(std::exception_ptr error, const std::string& abort_reason);
+    [[noreturn]] void fail(std::exception_ptr error, const std::string& abort_reason, AbortCause cause);
     // The one place where an operation runs out of time: fails it with the Timeout that names the op, the ranks
     // waited for and `allowed`.
     [[noreturn]] void expire(std::chrono::milliseconds allowed);

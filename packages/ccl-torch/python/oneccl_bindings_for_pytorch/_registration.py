@@ -1,14 +1,40 @@
 """Registering the `ccl` backend with torch.distributed (idempotent)."""
-import datetime
 import os
 
 _registered = False
 
 
-def _create_backend(store, rank, size, timeout: datetime.timedelta):
+def _create_backend(opts, pg_options=None):
+    """torch's extended creator: `opts` carries the store, rank, size and timeout, and from torch 2.14
+    enable_reconfigure (the group then has no members until reconfigure())."""
     from ._C import ProcessGroupCCL
 
-    return ProcessGroupCCL(store, rank, size, timeout)
+    reconfigurable = bool(getattr(opts, "enable_reconfigure", False))
+    if reconfigurable:
+        _transport_for_fault_tolerance()
+    return ProcessGroupCCL(opts.store, opts.group_rank, opts.group_size, opts.timeout,
+                           enable_reconfigure=reconfigurable)
+
+
+def _transport_for_fault_tolerance():
+    """libfabric's shared-memory transport (CCL_ATL_SHM=1, ccl-core's default) cannot outlive a rank that died on
+    its host: the survivors' next oneCCL transfers and a replacement rank's join hang in it. A group that is to
+    survive lost ranks therefore runs oneCCL over tcp between ranks of one host (ccl-core's own shared-memory path,
+    which carries all_reduce, all_gather, reduce_scatter and broadcast, is not affected). Only possible before
+    oneCCL starts; afterwards, say so."""
+    import warnings
+
+    from ccl_core import effective_environment
+
+    if "CCL_ATL_SHM" in os.environ:
+        return  # the user's choice
+    if dict(effective_environment()).get("CCL_ATL_SHM", "") == "":
+        os.environ["CCL_ATL_SHM"] = "0"
+        return
+    warnings.warn("ccl: enable_reconfigure=True, but oneCCL already runs with its shared-memory transport in this "
+                  "process (CCL_ATL_SHM=1): after a rank on this host dies, transfers through oneCCL may hang until "
+                  "their timeout. Set CCL_ATL_SHM=0 before the first process group for fault tolerance.",
+                  RuntimeWarning, stacklevel=3)
 
 
 def export_launcher_rank(environ=os.environ):
@@ -66,7 +92,7 @@ def register():
     from ._C import _stop_completions
 
     devices = ["cpu"] + load_device_plugins()
-    dist.Backend.register_backend("ccl", _create_backend, devices=devices)
+    dist.Backend.register_backend("ccl", _create_backend, extended_api=True, devices=devices)
     atexit.register(_stop_completions)
     dist.ProcessGroupCCL = ProcessGroupCCL
     export_launcher_rank()

@@ -38,6 +38,9 @@ using ConnectOneCcl =
 // Starts one oneCCL operation on the engine's communicator and returns its event.
 using StartOneCcl = std::function<ccl::event(ccl::communicator&)>;
 
+// Before an engine aborts on a failure: what caused it and the reason in words.
+using AbortListener = std::function<void(AbortCause, const std::string&)>;
+
 struct EngineSettings {
     std::string kind = "communicator";  // in messages: "device communicator 'default' (rank 0 of 2)"
     std::string key_prefix = "ccl_core";  // its keys in the store, so a host and a device engine can share one
@@ -81,8 +84,14 @@ public:
     std::string all_ranks() const;
 
     bool aborted() const { return aborted_.load(); }
-    // Marks the engine aborted (the first reason is kept) and removes /dev/shm files of dead same-host peers.
-    void abort(const std::string& reason);
+    // Marks the engine aborted (the first reason and cause are kept) and removes /dev/shm files of dead same-host
+    // peers. For a failure (any cause but by_user), the abort listener runs first, once.
+    void abort(const std::string& reason, AbortCause cause = AbortCause::by_user);
+    AbortCause abort_cause() const;
+    std::string abort_reason() const;
+    // Runs before the engine aborts on a failure (torch's abort hooks: capture state while it is still there). Set
+    // once by the layer that owns the engine; it must not call back into the engine.
+    void on_abort(AbortListener listener);
     void throw_if_aborted(const char* op) const;
     // The first same-host peer whose process is gone, as "rank R (pid P)", or "" while all live.
     std::string dead_local_peer() const;
@@ -132,7 +141,10 @@ private:
     std::vector<std::pair<int, pid_t>> local_peer_pids_;  // (rank, process) of same-host peers (dead_processes.hpp)
     std::atomic<bool> aborted_{false};
     mutable std::mutex abort_mutex_;
+    bool aborting_ = false;  // the first abort runs the listener before aborted_ is set
     std::string abort_reason_;
+    AbortCause abort_cause_ = AbortCause::none;
+    AbortListener abort_listener_;
 };
 
 }  // namespace ccl_core
