@@ -60,6 +60,9 @@ std::string Communicator::abort_reason() const { return impl_->engine->abort_rea
 void Communicator::on_abort(std::function<void(AbortCause, const std::string&)> listener) {
     impl_->engine->on_abort(std::move(listener));
 }
+void Communicator::explain_failures_with(std::function<std::string(const std::string& op)> explainer) {
+    impl_->engine->explain_failures_with(std::move(explainer));
+}
 
 // ---- argument checks (each names the operation and the bad value) -------------------------------------------
 

@@ -2,6 +2,7 @@
 // c10d::Backend and intrusive_ptr holders are the very types torch.distributed uses.
 #include "device_plugins.hpp"
 #include "process_group_ccl.hpp"
+#include "status_board.hpp"
 #include "torch_errors.hpp"
 
 #include <ccl_core/progress.hpp>
@@ -57,6 +58,10 @@ PYBIND11_MODULE(CCL_TORCH_MODULE, m) {  // _C_torch2_13 etc.: one per torch mino
           },
           "Give the ccl backend a device type (called by plugins such as ccl-xpu; see ccl_torch/device_plugin.hpp)");
     m.def("_device_plugins", &ccl_torch::device_plugins, "device type -> plugin, for the registered device plugins");
+    m.def("_explain", &ccl_torch::explain_all_groups, py::call_guard<py::gil_scoped_release>(),
+          "Where the ranks of every ccl group of this process are (what SIGUSR1 prints)");
+    m.def("_stop_publishing", &ccl_torch::stop_publishing, py::call_guard<py::gil_scoped_release>(),
+          "Stop publishing where this rank is (registered with atexit)");
     m.def("_stop_completions", &ccl_core::stop_completions, py::call_guard<py::gil_scoped_release>(),
           "Stop completing futures and dropped works on ccl-core's progress thread (registered with atexit: "
           "completions may touch Python objects)");

@@ -75,6 +75,14 @@ ProcessGroupCCL::~ProcessGroupCCL() = default;
 void ProcessGroupCCL::adopt(std::shared_ptr<ccl_core::Communicator> comm, int rank, int size) {
     // before an abort on a failure, torch's abort hooks (the flight recorder's dump) see the group as it was
     comm->on_abort([hooks = hooks_](ccl_core::AbortCause, const std::string&) { hooks->run_abort_hooks(); });
+    // a timeout's (or a disagreement's) error says where the other ranks are
+    auto board = StatusBoard::create(c10d_store_, name_, rank, size);
+    comm->explain_failures_with([weak = std::weak_ptr<StatusBoard>(board)](const std::string&) {
+        auto b = weak.lock();
+        return b ? b->explain() : std::string();
+    });
+    watch_board(board);
+    std::atomic_store(&board_, board);
     std::lock_guard<std::mutex> lock(comm_mutex_);
     comm_ = std::move(comm);
 #ifdef C10D_BACKEND_HAS_RECONFIGURE
@@ -203,16 +211,27 @@ c10::intrusive_ptr<CCLWork> ProcessGroupCCL::make_work(const OpSpec& spec, const
     auto op = std::make_shared<WorkOperation>(spec.name, getRank(), timeout);
     for (const auto& t : outputs) op->keep_alive(t);  // oneCCL may write into them after the caller dropped them
     auto work = c10::make_intrusive<CCLWork>(getRank(), spec.type, title.c_str(), inputs, std::move(outputs), op);
-    work->set_sequence_number(seq_ + 1);
+    const uint64_t seq = seq_ + 1;
+    work->set_sequence_number(seq);
     const bool timed = timing_.load(std::memory_order_relaxed);
     if (timed) work->time_it();
-    if (hooks_->any_completion_hook()) {  // torch's flight recorder retires the op's entry here
-        op->on_success([hooks = hooks_, key = work->completion_key(), timed, weak = std::weak_ptr<WorkOperation>(op)] {
-            std::optional<float> ms;
-            if (auto done = weak.lock(); done && timed) ms = std::chrono::duration<float, std::milli>(done->took()).count();
-            hooks->run_completion_hooks({key, ms});
-        });
+    auto board = std::atomic_load(&board_);
+    if (board) {
+        StatusBoard::Moves moves;
+        if (!inputs.empty() && inputs[0].defined()) {
+            moves = {inputs[0].scalar_type(), inputs[0].numel(), static_cast<int>(inputs.size())};
+        }
+        board->issued(seq, spec.name, moves);
     }
+    // once complete: the board, and torch's completion hooks (the flight recorder retires the op's entry)
+    op->on_success([hooks = hooks_, board, seq, key = work->completion_key(), timed,
+                    weak = std::weak_ptr<WorkOperation>(op)] {
+        if (board) board->completed(seq);
+        if (!hooks->any_completion_hook()) return;
+        std::optional<float> ms;
+        if (auto done = weak.lock(); done && timed) ms = std::chrono::duration<float, std::milli>(done->took()).count();
+        hooks->run_completion_hooks({key, ms});
+    });
     if (verbose_) {
         std::ostringstream line;
         line << "rank " << getRank() << "/" << getSize() << " " << spec.name << " [" << tensor_list(inputs) << "]";

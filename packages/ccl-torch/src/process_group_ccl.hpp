@@ -9,6 +9,7 @@
 
 #include "any_source.hpp"
 #include "hooks.hpp"
+#include "status_board.hpp"
 #include "work.hpp"
 
 #include <ccl_core/collectives.hpp>
@@ -202,6 +203,7 @@ private:
     c10::intrusive_ptr<c10d::Backend::Options> options_;
     std::shared_ptr<AnySourceLedger> any_source_;  // sends and recvs counted for recv without src
     std::shared_ptr<HookTables> hooks_ = std::make_shared<HookTables>();
+    std::shared_ptr<StatusBoard> board_;  // where this rank is (made with each communicator); atomic_load/store
     std::string handle_;  // this rank's reconfigure handle: "ccl:<host>:<pid>:<nonce>"
     std::vector<int64_t> reconfigured_with_;  // uuids used so far: each must be fresh
     int shrinks_ = 0;  // numbers the stores of shrunk groups (the same on every survivor)

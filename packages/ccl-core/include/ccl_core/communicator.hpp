@@ -55,6 +55,9 @@ public:
     std::string abort_reason() const;  // "" while usable
     // Runs before the communicator aborts on a failure (a timeout, a dead peer, an error), once; see Engine::on_abort.
     void on_abort(std::function<void(AbortCause, const std::string&)> listener);
+    // Text appended to the error of an op that timed out or that the ranks called differently: where the other ranks
+    // are (see Engine::explain_failures_with).
+    void explain_failures_with(std::function<std::string(const std::string& op)> explainer);
 
     // The collectives of collectives.hpp, on host memory.
     Request allreduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) override;

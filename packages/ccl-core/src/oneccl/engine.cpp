@@ -239,6 +239,25 @@ void Engine::on_abort(AbortListener listener) {
     abort_listener_ = std::move(listener);
 }
 
+void Engine::explain_failures_with(std::function<std::string(const std::string& op)> explainer) {
+    std::lock_guard<std::mutex> lock(abort_mutex_);
+    explainer_ = std::move(explainer);
+}
+
+std::string Engine::explain_failure(const std::string& op) const {
+    std::function<std::string(const std::string&)> explainer;
+    {
+        std::lock_guard<std::mutex> lock(abort_mutex_);
+        explainer = explainer_;
+    }
+    if (!explainer) return "";
+    try {
+        return explainer(op);
+    } catch (const std::exception& e) {
+        return std::string("\n(where the other ranks are could not be told: ") + e.what() + ")";
+    }
+}
+
 void Engine::throw_if_aborted(const char* op) const {
     if (!aborted_.load(std::memory_order_relaxed)) return;
     std::lock_guard<std::mutex> lock(abort_mutex_);

@@ -44,7 +44,8 @@ void EngineOperation::expire(std::chrono::milliseconds allowed) {
     fail(std::make_exception_ptr(Timeout(op_ + " on " + engine_->describe() + " did not complete within " +
                                          std::to_string(allowed.count()) + " ms; waiting for " + peers_ +
                                          ": a peer died, hangs, or did not call " + op_ +
-                                         ". The communicator is aborted; create a new one to continue.")),
+                                         ". The communicator is aborted; create a new one to continue." +
+                                         engine_->explain_failure(op_))),
          op_ + " timed out after " + std::to_string(allowed.count()) + " ms", AbortCause::timeout);
 }
 
@@ -113,8 +114,8 @@ bool EngineOperation::test() {
         ready = step();
     } catch (const InvalidArgument& e) {  // the ranks disagree: their sequence of operations is out of step now
         lock.unlock();
-        fail(std::make_exception_ptr(
-                 InvalidArgument(std::string(e.what()) + ". The communicator is aborted; create a new one to continue.")),
+        fail(std::make_exception_ptr(InvalidArgument(std::string(e.what()) + ". The communicator is aborted; create "
+                                                     "a new one to continue." + engine_->explain_failure(op_))),
              op_ + " was called differently on different ranks", AbortCause::failed);
     } catch (const std::exception& e) {
         lock.unlock();

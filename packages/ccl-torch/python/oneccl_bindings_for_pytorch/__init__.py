@@ -57,6 +57,14 @@ def device_plugins() -> dict:
     return dict(_C._device_plugins())
 
 
+def explain() -> str:
+    """Where the ranks of every ccl group of this process are: each rank's last op, and how long ago (the report a
+    timeout's error carries, and SIGUSR1 prints). Printed to stderr and returned; the job goes on."""
+    report = _C._explain()
+    _sys.stderr.write(report)
+    return report
+
+
 def get_include() -> str:
     """Directory of ccl_torch/device_plugin.hpp, for building a device plugin."""
     return _os.path.join(cwd, "include")
@@ -66,4 +74,4 @@ register()
 _environment.set_build_defaults()  # CCL_ROOT, CPATH, LIBRARY_PATH for run-time builds (DeepSpeed), never overriding
 _deepspeed_compat.install()
 
-__all__ = ["ArgumentError", "DTypeError", "ProcessGroupCCL", "__version__", "built_for_torch", "built_with_torch", "cwd", "device_plugins", "get_include", "register"]
+__all__ = ["ArgumentError", "DTypeError", "ProcessGroupCCL", "__version__", "built_for_torch", "built_with_torch", "cwd", "device_plugins", "explain", "get_include", "register"]

@@ -89,11 +89,12 @@ def register():
 
     import atexit
 
-    from ._C import _stop_completions
+    from ._C import _stop_completions, _stop_publishing
 
     devices = ["cpu"] + load_device_plugins()
     dist.Backend.register_backend("ccl", _create_backend, extended_api=True, devices=devices)
     atexit.register(_stop_completions)
+    atexit.register(_stop_publishing)
     dist.ProcessGroupCCL = ProcessGroupCCL
     export_launcher_rank()
     _registered = True

@@ -92,6 +92,10 @@ public:
     // Runs before the engine aborts on a failure (torch's abort hooks: capture state while it is still there). Set
     // once by the layer that owns the engine; it must not call back into the engine.
     void on_abort(AbortListener listener);
+    // Says where the other ranks are when `op` timed out or the ranks disagreed on it: appended to that error's
+    // message. Set once by the layer that knows (ccl-torch's status board); it must return within a second or so.
+    void explain_failures_with(std::function<std::string(const std::string& op)> explainer);
+    std::string explain_failure(const std::string& op) const;
     void throw_if_aborted(const char* op) const;
     // The first same-host peer whose process is gone, as "rank R (pid P)", or "" while all live.
     std::string dead_local_peer() const;
@@ -145,6 +149,7 @@ private:
     std::string abort_reason_;
     AbortCause abort_cause_ = AbortCause::none;
     AbortListener abort_listener_;
+    std::function<std::string(const std::string&)> explainer_;
 };
 
 }  // namespace ccl_core
