@@ -96,10 +96,11 @@ using OneCcl = std::function<ccl::event(ccl::communicator&)>;
 
 // Through ccl-core's shared-memory path (shm_collectives.hpp).
 Request issue_shm(const Communicator::Impl& c, const char* op, Kind kind, const void* send, void* recv, std::size_t count,
-                  DType dtype, ReduceOp rop = ReduceOp::sum, int root = 0, std::function<void()> finish = {}) {
+                  DType dtype, ReduceOp rop = ReduceOp::sum, int root = 0, std::function<void()> finish = {},
+                  std::shared_ptr<const detail::ShmCollectives::Runs> runs = nullptr) {
     c.engine->throw_if_aborted(op);
-    return Request(std::make_shared<detail::SharedMemoryOperation>(c.engine, op, std::move(finish), c.shm,
-                                                                   c.shm->start(kind, send, recv, count, dtype, rop, root)));
+    return Request(std::make_shared<detail::SharedMemoryOperation>(
+        c.engine, op, std::move(finish), c.shm, c.shm->start(kind, send, recv, count, dtype, rop, root, std::move(runs))));
 }
 
 // oneCCL's MIN/MAX drop NaN; torch's (and the shared-memory path's) keep it.
@@ -321,6 +322,24 @@ Request Communicator::barrier() {
     return impl_->engine->issue(name, impl_->engine->all_ranks(), [&](ccl::communicator& comm) {
         return ccl::allreduce(token.get(), token.get(), 1, detail::to_ccl(DType::int32), engine_op(ReduceOp::sum), comm);
     }, keep_token);
+}
+
+Request detail::CommunicatorInternals::allgather_into_runs(Communicator& c, const void* send, void* recv,
+                                                           std::size_t count, DType dtype,
+                                                           std::shared_ptr<const ShmCollectives::Runs> runs) {
+    if (!c.impl_->shm) throw Unsupported("allgather into runs needs the shared-memory path");
+    return issue_shm(*c.impl_, "allgather", Kind::allgather, send, recv, count, dtype, ReduceOp::sum, 0, {},
+                     std::move(runs));
+}
+
+Request detail::CommunicatorInternals::reduce_scatter_from_runs(Communicator& c, const void* send, void* recv,
+                                                                std::size_t count, DType dtype, ReduceOp op,
+                                                                std::shared_ptr<const ShmCollectives::Runs> runs) {
+    if (!c.impl_->shm || !c.impl_->shm->fits(Kind::reduce_scatter, dtype)) {
+        throw Unsupported("reduce_scatter from runs needs the shared-memory path");
+    }
+    return issue_shm(*c.impl_, "reduce_scatter", Kind::reduce_scatter, send, recv, count, dtype, op, 0, {},
+                     std::move(runs));
 }
 
 // ---- sub-communicators -------------------------------------------------------------------------------------

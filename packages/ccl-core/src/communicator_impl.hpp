@@ -4,6 +4,7 @@
 
 #include <ccl_core/communicator.hpp>
 
+#include "communicator_internals.hpp"
 #include "hierarchy/hierarchy.hpp"
 #include "oneccl/engine_operation.hpp"
 #include "shm/shm_collectives.hpp"

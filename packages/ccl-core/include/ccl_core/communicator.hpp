@@ -17,6 +17,10 @@
 
 namespace ccl_core {
 
+namespace detail {
+struct CommunicatorInternals;  // communicator_impl.hpp: what other parts of ccl-core reach inside a communicator
+}
+
 class Communicator final : public Collectives {
 public:
     class Impl;
@@ -81,6 +85,7 @@ public:
     std::shared_ptr<Communicator> subgroup(const std::vector<int>& ranks, const std::string& name = "");
 
 private:
+    friend struct detail::CommunicatorInternals;
     explicit Communicator(std::shared_ptr<Impl> impl);
     std::shared_ptr<Impl> impl_;  // shared with requests in flight
 };

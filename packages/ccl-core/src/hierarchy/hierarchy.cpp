@@ -1,5 +1,6 @@
 #include "hierarchy.hpp"
 
+#include "../communicator_internals.hpp"
 #include "../env_settings.hpp"
 #include "../oneccl/engine_operation.hpp"
 #include "../store/store_text.hpp"
@@ -292,31 +293,56 @@ Request Hierarchy::allreduce(const std::shared_ptr<Engine>& group, const void* s
     return start(group, "allreduce", std::move(chain), std::move(finish));
 }
 
+// Where the pieces of the blocks that local rank i handles lie in the caller's buffer: the blocks of local index i on
+// every host (host order), each block `block` elements long, piece [first, first + n) of each.
+std::shared_ptr<const ShmCollectives::Runs> Hierarchy::runs_of_local_indices(std::size_t block, std::size_t first,
+                                                                          std::size_t n) const {
+    auto runs = std::make_shared<ShmCollectives::Runs>();
+    runs->run = n;
+    for (int i = 0; i < local_size_; ++i) {
+        std::vector<std::size_t> offsets;
+        for (int h = 0; h < hosts_; ++h) offsets.push_back(static_cast<std::size_t>(rank_at(h, i)) * block + first);
+        runs->offsets.push_back(std::move(offsets));
+    }
+    return runs;
+}
+
 Request Hierarchy::reduce_scatter(const std::shared_ptr<Engine>& group, const void* send, void* recv,
                                   std::size_t recv_count, DType dtype, ReduceOp op, std::function<void()> finish) {
     const ReduceOp inner = op == ReduceOp::avg ? ReduceOp::sum : op;
     const auto H = static_cast<std::size_t>(hosts_), L = static_cast<std::size_t>(local_size_);
     const std::size_t e = dtype_size(dtype);
-    // Piece [first, first + n) of every block, regrouped by local index: local rank i reduces, over its host, that
-    // piece of the blocks of local index i on every host (host order), then reduce-scatters it with the other hosts.
+    // Piece [first, first + n) of every block, by local index: local rank i reduces, over its host, that piece of the
+    // blocks of local index i on every host (host order), then reduce-scatters it with the other hosts. The
+    // shared-memory path reads those pieces where they lie; without it they are regrouped into a buffer first.
+    const bool in_place = local_->shared_memory();
     const std::vector<Piece> parts = pieces(recv_count, 1, dtype);
-    Scratch by_index = scratch(L * H * recv_count, dtype);
+    Scratch by_index = in_place ? nullptr : scratch(L * H * recv_count, dtype);
     Scratch host_sum = scratch(H * recv_count, dtype);
     auto chain = std::make_shared<Chain>();
     auto local = local_, cross = cross_;
     for (const Piece& p : parts) {
-        char* regrouped = by_index->data() + L * H * p.first * e;  // this piece's L x H blocks of p.n elements
-        for (std::size_t i = 0; i < L; ++i) {
-            for (std::size_t h = 0; h < H; ++h) {
-                const auto r = static_cast<std::size_t>(rank_at(static_cast<int>(h), static_cast<int>(i)));
-                std::memcpy(regrouped + (i * H + h) * p.n * e, static_cast<const char*>(send) + (r * recv_count + p.first) * e,
-                            p.n * e);
-            }
-        }
         char* summed = host_sum->data() + H * p.first * e;
         void* out = at(recv, p.first, dtype);
         const std::size_t n = p.n;
-        chain->add_lane({{Chain::local, [=] { return local->reduce_scatter(regrouped, summed, H * n, dtype, inner); }},
+        std::function<Request()> inside;
+        if (in_place) {
+            auto runs = runs_of_local_indices(recv_count, p.first, n);
+            inside = [=] {
+                return CommunicatorInternals::reduce_scatter_from_runs(*local, send, summed, H * n, dtype, inner, runs);
+            };
+        } else {
+            char* regrouped = by_index->data() + L * H * p.first * e;  // this piece's L x H blocks of p.n elements
+            for (std::size_t i = 0; i < L; ++i) {
+                for (std::size_t h = 0; h < H; ++h) {
+                    const auto r = static_cast<std::size_t>(rank_at(static_cast<int>(h), static_cast<int>(i)));
+                    std::memcpy(regrouped + (i * H + h) * n * e,
+                                static_cast<const char*>(send) + (r * recv_count + p.first) * e, n * e);
+                }
+            }
+            inside = [=] { return local->reduce_scatter(regrouped, summed, H * n, dtype, inner); };
+        }
+        chain->add_lane({{Chain::local, inside},
                          {Chain::cross, [=] { return cross->reduce_scatter(summed, out, n, dtype, inner); }}});
     }
     return start(group, "reduce_scatter", std::move(chain), [by_index, host_sum, finish = std::move(finish)] {
@@ -328,21 +354,32 @@ Request Hierarchy::allgather(const std::shared_ptr<Engine>& group, const void* s
                              DType dtype) {
     const auto H = static_cast<std::size_t>(hosts_), L = static_cast<std::size_t>(local_size_);
     const std::size_t e = dtype_size(dtype);
+    // Across hosts first (each local index gathers its own input of every host), then inside the host: the
+    // shared-memory path writes each host's block of each local index straight to its place in the output; without
+    // it the host's gather lands in a buffer, reordered into rank order at the end.
+    const bool in_place = local_->shared_memory();
     const std::vector<Piece> parts = pieces(count, 1, dtype);
     Scratch across = scratch(H * count, dtype);        // per piece: this local index's input of every host
-    Scratch gathered = scratch(L * H * count, dtype);  // per piece: every local index's `across`, in local order
+    Scratch gathered = in_place ? nullptr : scratch(L * H * count, dtype);  // per piece: every local index's `across`
     auto chain = std::make_shared<Chain>();
     auto local = local_, cross = cross_;
     for (const Piece& p : parts) {
         const void* in = at(send, p.first, dtype);
         char* a = across->data() + H * p.first * e;
-        char* g = gathered->data() + L * H * p.first * e;
         const std::size_t n = p.n;
-        chain->add_lane({{Chain::cross, [=] { return cross->allgather(in, a, n, dtype); }},
-                         {Chain::local, [=] { return local->allgather(a, g, H * n, dtype); }}});
+        std::function<Request()> inside;
+        if (in_place) {
+            auto runs = runs_of_local_indices(count, p.first, n);
+            inside = [=] { return CommunicatorInternals::allgather_into_runs(*local, a, recv, H * n, dtype, runs); };
+        } else {
+            char* g = gathered->data() + L * H * p.first * e;
+            inside = [=] { return local->allgather(a, g, H * n, dtype); };
+        }
+        chain->add_lane({{Chain::cross, [=] { return cross->allgather(in, a, n, dtype); }}, {Chain::local, inside}});
     }
+    if (in_place) return start(group, "allgather", std::move(chain), [across] {});  // the stages use it
     std::vector<int> order = rank_at_;
-    return start(group, "allgather", std::move(chain), [=, keep = across] {  // the stages use both scratches
+    return start(group, "allgather", std::move(chain), [=, keep = across] {
         for (const Piece& p : parts) {
             const char* g = gathered->data() + L * H * p.first * e;
             for (std::size_t i = 0; i < L; ++i) {

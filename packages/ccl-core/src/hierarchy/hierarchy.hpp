@@ -21,6 +21,7 @@
 #pragma once
 
 #include "../shm/local_path.hpp"
+#include "../shm/shm_collectives.hpp"
 
 #include <ccl_core/communicator.hpp>
 #include <ccl_core/oneccl/engine.hpp>
@@ -80,6 +81,10 @@ private:
     Request start(const std::shared_ptr<Engine>& group, const char* op, std::shared_ptr<Chain> chain,
                   std::function<void()> finish);
     void advance_queue();
+    // The runs (ShmCollectives::Runs) of local rank i's blocks: piece [first, first + n) of the block of
+    // rank_at(h, i) for every host h, blocks of `block` elements at rank * block of the caller's buffer.
+    std::shared_ptr<const ShmCollectives::Runs> runs_of_local_indices(std::size_t block, std::size_t first,
+                                                                      std::size_t n) const;
     int rank_at(int host, int local_rank) const {
         return rank_at_[static_cast<std::size_t>(host * local_size_ + local_rank)];
     }

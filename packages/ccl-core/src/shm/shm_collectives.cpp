@@ -84,6 +84,7 @@ std::size_t segment_bytes_for(int size, std::size_t segment) {
 
 struct ShmCollectives::Op {
     Kind kind = Kind::allreduce;
+    std::shared_ptr<const Runs> runs;  // allgather's output, reduce_scatter's input: where each rank's block lies
     int root = 0;  // broadcast
     const char* send;
     char* recv;
@@ -307,9 +308,17 @@ char* ShmCollectives::slot(int half, int rank) const {
 char* ShmCollectives::result(int half) const { return slot(0, 0) + segment_bytes_ * static_cast<std::size_t>(2 * size_ + half); }
 
 std::shared_ptr<ShmCollectives::Op> ShmCollectives::start(Kind kind, const void* send, void* recv, std::size_t count,
-                                                          DType dtype, ReduceOp op, int root) {
+                                                          DType dtype, ReduceOp op, int root,
+                                                          std::shared_ptr<const Runs> runs) {
+    if (runs) {
+        bool fits = (kind == Kind::allgather || kind == Kind::reduce_scatter) && runs->run > 0 &&
+                    runs->offsets.size() == static_cast<std::size_t>(size_);
+        for (const auto& block : runs->offsets) fits = fits && block.size() * runs->run == count;
+        if (!fits) throw InvalidArgument("shared-memory path: a block layout that does not match the op");
+    }
     auto o = std::make_shared<Op>();
     o->kind = kind;
+    o->runs = std::move(runs);
     o->root = root;
     o->send = static_cast<const char*>(send);
     o->recv = static_cast<char*>(recv);
@@ -430,6 +439,33 @@ bool ShmCollectives::everyone_reached(std::uint64_t RankHeader::*counter, std::u
     return true;
 }
 
+namespace {
+
+// Elements [first, first + n) of a block made of runs (Runs): copied out of, or into, `base`.
+void copy_out_of_runs(char* to, const char* base, const std::vector<std::size_t>& offsets, std::size_t run,
+                      std::size_t first, std::size_t n, std::size_t e) {
+    while (n > 0) {
+        const std::size_t j = first / run, within = first % run, take = std::min(n, run - within);
+        std::memcpy(to, base + (offsets[j] + within) * e, take * e);
+        to += take * e;
+        first += take;
+        n -= take;
+    }
+}
+
+void copy_into_runs(char* base, const std::vector<std::size_t>& offsets, std::size_t run, std::size_t first,
+                    std::size_t n, const char* from, std::size_t e) {
+    while (n > 0) {
+        const std::size_t j = first / run, within = first % run, take = std::min(n, run - within);
+        std::memcpy(base + (offsets[j] + within) * e, from, take * e);
+        from += take * e;
+        first += take;
+        n -= take;
+    }
+}
+
+}  // namespace
+
 // allgather, reduce_scatter and broadcast: per segment, every rank places what the others need in its slot, and once
 // all have arrived every rank takes what it needs from the slots. One synchronisation per segment.
 bool ShmCollectives::advance_placed(Op& o) {
@@ -444,8 +480,13 @@ bool ShmCollectives::advance_placed(Op& o) {
                 if (rank_ == o.root) std::memcpy(mine, o.send + first * e, n * e);
             } else {  // reduce_scatter: this segment of every rank's block, block p at p * n
                 for (int p = 0; p < size_; ++p) {
-                    std::memcpy(mine + static_cast<std::size_t>(p) * n * e,
-                                o.send + (static_cast<std::size_t>(p) * o.count + first) * e, n * e);
+                    char* to = mine + static_cast<std::size_t>(p) * n * e;
+                    if (o.runs) {
+                        copy_out_of_runs(to, o.send, o.runs->offsets[static_cast<std::size_t>(p)], o.runs->run, first,
+                                         n, e);
+                    } else {
+                        std::memcpy(to, o.send + (static_cast<std::size_t>(p) * o.count + first) * e, n * e);
+                    }
                 }
             }
             arrive(o, seq);
@@ -455,7 +496,12 @@ bool ShmCollectives::advance_placed(Op& o) {
         if (o.segment == 0) check_agreement(o, seq);
         if (o.kind == Kind::allgather) {
             for (int p = 0; p < size_; ++p) {
-                std::memcpy(o.recv + (static_cast<std::size_t>(p) * o.count + first) * e, slot(half, p), n * e);
+                if (o.runs) {
+                    copy_into_runs(o.recv, o.runs->offsets[static_cast<std::size_t>(p)], o.runs->run, first, n,
+                                   slot(half, p), e);
+                } else {
+                    std::memcpy(o.recv + (static_cast<std::size_t>(p) * o.count + first) * e, slot(half, p), n * e);
+                }
             }
         } else if (o.kind == Kind::broadcast) {
             if (rank_ != o.root) std::memcpy(o.recv + first * e, slot(half, o.root), n * e);

@@ -32,6 +32,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace ccl_core::detail {
 
@@ -51,11 +52,21 @@ public:
     // The order is part of the segment's layout (ranks describe their ops to each other by it).
     enum class Kind : std::int32_t { allreduce, allgather, reduce_scatter, broadcast };
 
+    // Where the per-rank blocks of an allgather's output (or a reduce_scatter's input) lie when each is not one
+    // contiguous run at rank * count: block p is runs of `run` elements, run j at element offsets[p][j] of the buffer.
+    // The hierarchical path gathers and scatters this way straight into place (its blocks are spread over the caller's
+    // buffer by host), instead of going through a buffer of its own and copying the whole message once more.
+    struct Runs {
+        std::size_t run = 0;
+        std::vector<std::vector<std::size_t>> offsets;  // one list per rank; run count * run == the op's count
+    };
+
     // Queues a collective; ranks must queue the same calls in the same order. avg reduces as sum (the caller divides).
     // count: allreduce and broadcast the buffer, allgather each rank's input, reduce_scatter each rank's output.
-    // broadcast reads `send` on the root and writes `recv` elsewhere (the same buffer).
+    // broadcast reads `send` on the root and writes `recv` elsewhere (the same buffer). `runs`: see Runs (allgather
+    // and reduce_scatter only; null for blocks at rank * count).
     std::shared_ptr<Op> start(Kind kind, const void* send, void* recv, std::size_t count, DType dtype,
-                              ReduceOp op = ReduceOp::sum, int root = 0);
+                              ReduceOp op = ReduceOp::sum, int root = 0, std::shared_ptr<const Runs> runs = nullptr);
     // Whether a segment holds at least one element of `dtype` per piece (reduce_scatter places one piece per rank).
     bool fits(Kind kind, DType dtype) const;
     // Advances queued operations in order; true once `op` is complete. Throws InvalidArgument when the ranks
