@@ -92,7 +92,9 @@ public:
 
     // ---- torch's hooks (hooks.hpp) ---------------------------------------------------------------------------
 #ifdef C10D_BACKEND_HAS_HOOKS
+#if CCL_TORCH_MINOR >= 15
     bool supportsAbortHooks() const override { return true; }
+#endif
     void registerAbortHook(int64_t hook_id, c10d::AbortHook hook) override;
     void unregisterAbortHook(int64_t hook_id) override;
 #endif
