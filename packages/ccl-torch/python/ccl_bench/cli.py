@@ -57,7 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ops", default="all_reduce,all_gather,reduce_scatter,all_to_all,broadcast", help=OPS_HELP)
     p.add_argument("--backends", default="ccl,gloo,raw",
                    help="any of ccl, gloo, raw (ccl-core without torch), ccl-flat (ccl with CCL_CORE_HIERARCHY=0: "
-                        "oneCCL's flat algorithms across hosts), deepspeed and deepspeed-inference (DeepSpeed's "
+                        "oneCCL's flat algorithms across hosts), ccl-nofr (ccl without torch's flight recorder, which "
+                        "torch 2.15 attaches to every group), deepspeed and deepspeed-inference (DeepSpeed's "
                         "own oneCCL op: its all_reduce and inference_all_reduce; with --ops all_reduce)")
     # not --min/--max: torchrun would take --max for an abbreviation of its --max-restarts
     p.add_argument("-b", "--min-bytes", dest="min_size", default="1K", help="smallest message (default 1K)")
@@ -123,7 +124,7 @@ def worker(args) -> int:
     for o in ops:
         if o not in runners.OPS:
             raise SystemExit(f"ccl-bench: unknown op {o!r}; choose from {OPS_HELP}")
-    known = ("ccl", "gloo", "raw", "ccl-flat") + deepspeed_op.BACKENDS
+    known = ("ccl", "gloo", "raw", "ccl-flat", "ccl-nofr") + deepspeed_op.BACKENDS
     for b in backends:
         if b not in known:
             raise SystemExit(f"ccl-bench: unknown backend {b!r}; choose from {', '.join(known)}")
@@ -143,6 +144,8 @@ def worker(args) -> int:
               "fake": fake_group() if args.floor else None}
     if "ccl-flat" in backends:
         groups["ccl-flat"] = flat_ccl_group()
+    if "ccl-nofr" in backends:
+        groups["ccl-nofr"] = _ccl_group_where(TORCH_FR_BUFFER_SIZE="0")
     comm = _raw_communicator(rank, size) if "raw" in backends else None
     ds_op = deepspeed_op.build(rank, size) if set(backends) & set(deepspeed_op.BACKENDS) else None
     fault = os.environ.get("CCL_BENCH_FAULT", "") == str(rank)
@@ -225,17 +228,24 @@ def worker(args) -> int:
 def flat_ccl_group():
     """A ccl group of every rank whose ops across hosts take oneCCL's flat algorithms (the switch is read, and agreed
     by every rank, when the group is created)."""
+    return _ccl_group_where(CCL_CORE_HIERARCHY="0")
+
+
+def _ccl_group_where(**variables):
+    """A ccl group of every rank, created while the environment has `variables` (read when a group is made: ccl-core's
+    switches, torch's TORCH_FR_BUFFER_SIZE)."""
     import torch.distributed as dist
 
-    before = os.environ.get("CCL_CORE_HIERARCHY")
-    os.environ["CCL_CORE_HIERARCHY"] = "0"
+    before = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
     try:
         return dist.new_group(backend="ccl")
     finally:
-        if before is None:
-            del os.environ["CCL_CORE_HIERARCHY"]
-        else:
-            os.environ["CCL_CORE_HIERARCHY"] = before
+        for name, value in before.items():
+            if value is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = value
 
 
 LATE_PEER_PATHS = {"ccl shared memory": ("ccl", "1"), "ccl oneCCL": ("ccl", "0"), "gloo": ("gloo", "")}
