@@ -1,6 +1,7 @@
-"""A /dev/shm of 1 MiB, as in a container started without --shm-size: no rank dies of SIGBUS. ccl-core's
+"""A small /dev/shm, as in a container started without --shm-size: no rank dies of SIGBUS. With 1 MiB, ccl-core's
 shared-memory path reserves its segment up front, fails, and every rank falls back to oneCCL together; oneCCL's own
-shared-memory transport is left off. Both say so, naming /dev/shm's size, and every result is right."""
+shared-memory transport is left off. With 16 MiB the path fits, but registered memory (allocate_tensor) beyond it falls
+back to ordinary tensors. Each says so, naming /dev/shm's size, and every result is right."""
 import os
 import re
 import shutil
@@ -44,3 +45,36 @@ def test_a_one_mib_dev_shm_falls_back_to_oneccl_without_dying(tmp_path):
     assert "shared-memory path off for this group: rank 0 could not reserve" in proc.stderr, proc.stderr[-3000:]
     assert "/dev/shm has" in proc.stderr and "free of 1024 KiB" in proc.stderr
     assert "oneCCL uses tcp between ranks on this host (CCL_ATL_SHM=0)" in proc.stderr
+
+
+REGISTERED_JOB = textwrap.dedent("""
+    import torch, torch.distributed as dist
+    dist.init_process_group("ccl")
+    rank = dist.get_rank()
+    backend = dist.group.WORLD._get_backend(torch.device("cpu"))
+    small = backend.allocate_tensor(1024, dtype=torch.float32, device=torch.device("cpu"))
+    big = backend.allocate_tensor(1 << 24, dtype=torch.float32, device=torch.device("cpu"))  # 64 MiB
+    big.fill_(rank + 1)
+    dist.all_reduce(big)
+    small.fill_(rank + 1)
+    dist.all_reduce(small)
+    print(f"rank {rank} shm {backend.shared_memory} small {backend.is_registered(small)} {small.max().item():g} "
+          f"big {backend.is_registered(big)} {big.min().item():g}-{big.max().item():g}", flush=True)
+    dist.destroy_process_group()
+""")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare (a private /dev/shm)")
+def test_registered_memory_beyond_dev_shm_falls_back_to_ordinary_tensors(tmp_path):
+    job = tmp_path / "job.py"
+    job.write_text(REGISTERED_JOB)
+    inner = 'mount -t tmpfs -o size=16m tmpfs /dev/shm && exec "$@"'
+    cmd = ["unshare", "--mount", "--propagation", "private", "bash", "-c", inner, "bash",
+           sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
+           str(job)]
+    proc = subprocess.run(cmd, env=clean_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    lines = sorted(re.findall(r"rank \d shm [^\n]*?big (?:True|False) [0-9.-]+", proc.stdout))
+    assert lines == ["rank 0 shm True small True 3 big False 3-3", "rank 1 shm True small True 3 big False 3-3"], proc.stdout
+    assert proc.stderr.count("registered memory: /dev/shm cannot hold") == 2, proc.stderr[-3000:]  # once per rank
+    assert "MiB free of 16 MiB" in proc.stderr, proc.stderr[-3000:]

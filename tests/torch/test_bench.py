@@ -21,16 +21,17 @@ def bench(*args, env=None, timeout=300):
 
 
 def test_sweep_writes_table_csv_json_and_plot(tmp_path):
-    out = bench("-n", "2", "--min-bytes", "1K", "--max-bytes", "4K", "--iters", "5", "--floor", "--ddp",
+    out = bench("-n", "2", "--min-bytes", "1K", "--max-bytes", "4K", "--iters", "5", "--floor", "--registered", "--ddp",
                 "--csv", str(tmp_path / "r.csv"), "--json", str(tmp_path / "r.json"), "--plot", str(tmp_path / "r.png"))
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "[ccl-bench] [45/45] broadcast 4 KiB raw" in out.stderr  # progress
+    assert "[ccl-bench] [60/60] broadcast 4 KiB raw" in out.stderr  # progress
     rows = list(csv.DictReader(open(tmp_path / "r.csv")))
-    # ops x sizes x (3 backends + the floor and fake rows of --floor), plus a DDP step per torch backend
-    assert len(rows) == len(OPS) * 3 * 5 + 2
-    assert {r["check"] for r in rows if r["backend"] in ("ccl", "gloo", "raw")} == {"ok"}
+    # ops x sizes x (4 backends + the floor, copy and fake rows of --floor), plus a DDP step per torch backend
+    assert len(rows) == len(OPS) * 3 * 7 + 2
+    assert {r["check"] for r in rows if r["backend"] in ("ccl", "ccl-registered", "gloo", "raw")} == {"ok"}
     assert {(r["op"], r["backend"]) for r in rows} >= {(op, b) for op in OPS
-                                                        for b in ("ccl", "gloo", "raw", "floor", "fake")}
+                                                        for b in ("ccl", "ccl-registered", "gloo", "raw", "floor",
+                                                                  "copy", "fake")}
     for r in rows:
         assert float(r["p10_us"]) <= float(r["median_us"]) <= float(r["p90_us"])
         if r["backend"] in ("ccl", "raw") and r["op"] != "ddp_step":

@@ -11,6 +11,7 @@
 
 #include <pybind11/chrono.h>
 #include <pybind11/functional.h>
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -278,6 +279,31 @@ PYBIND11_MODULE(_ccl_core, m) {
            "(each on, or off and why), ranks on this "
            "host, oversubscription, and this process's kernel level and progress mode")
         .def("abort", &Communicator::abort, py::arg("reason") = "aborted by the user")
+        .def("allocate", [](const CommPtr& c, std::size_t count, const std::string& dtype) {
+            const DType d = parse_dtype(dtype);
+            if (d == DType::bfloat16) {
+                throw Unsupported("allocate: NumPy has no bfloat16; allocate uint16 and reinterpret it");
+            }
+            std::shared_ptr<void> memory;
+            {
+                py::gil_scoped_release no_gil;
+                memory = c->allocate(count * dtype_size(d));
+            }
+            const py::dtype type(dtype_name(d));
+            if (!memory) return py::array(type, {count});  // ordinary memory: the op copies as usual
+            auto* holder = new std::shared_ptr<void>(std::move(memory));
+            py::capsule owner(holder, [](void* p) { delete static_cast<std::shared_ptr<void>*>(p); });
+            return py::array(type, {count}, {static_cast<py::ssize_t>(dtype_size(d))}, holder->get(), owner);
+        }, py::arg("count"), py::arg("dtype") = "float32",
+           "A NumPy array of `count` elements in registered memory: when every rank's buffers of an allreduce, "
+           "allgather, reduce_scatter or broadcast are such arrays, the op reads its peers' arrays in place. An "
+           "ordinary array when the group cannot (ranks on several hosts, no shared-memory path, /dev/shm full)")
+        .def_property_readonly("in_place_ops", &Communicator::in_place_ops,
+                               "ops so far that read the peers' registered arrays in place (allocate)")
+        .def("registered", [](const CommPtr& c, py::buffer b) {
+            py::buffer_info info = b.request();
+            return c->registered(info.ptr, static_cast<std::size_t>(info.size * info.itemsize));
+        }, py::arg("buffer"), "True when `buffer` lies in this group's registered memory (allocate)")
 
         .def("allreduce", [](const CommPtr& c, py::object send, py::object recv, const std::string& op, bool async_op, OptStr dtype) {
             const char* name = "allreduce";

@@ -55,6 +55,18 @@ void Communicator::abort(const std::string& reason) {
     impl_->engine->abort(reason, AbortCause::by_user);
     if (impl_->hierarchy) impl_->hierarchy->abort(reason);
 }
+std::shared_ptr<void> Communicator::allocate(std::size_t bytes) {
+    if (!impl_->shm) return nullptr;
+    auto block = impl_->shm->allocate(bytes);
+    if (!block) return nullptr;
+    char* data = block->data;
+    return std::shared_ptr<void>(std::move(block), data);
+}
+bool Communicator::registered(const void* p, std::size_t bytes) const {
+    detail::RegisteredPool::Where where;
+    return impl_->shm && impl_->shm->pool().find(p, bytes, where) != nullptr;
+}
+std::uint64_t Communicator::in_place_ops() const { return impl_->shm ? impl_->shm->in_place_ops() : 0; }
 AbortCause Communicator::abort_cause() const { return impl_->engine->abort_cause(); }
 std::string Communicator::abort_reason() const { return impl_->engine->abort_reason(); }
 void Communicator::on_abort(std::function<void(AbortCause, const std::string&)> listener) {

@@ -39,6 +39,13 @@ PYBIND11_MODULE(CCL_TORCH_MODULE, m) {  // _C_torch2_13 etc.: one per torch mino
                                [](ccl_torch::ProcessGroupCCL& pg) { return pg.communicator()->shared_memory_status(); },
                                "\"on\", or \"off: <why>\" (a rank elsewhere, CCL_CORE_SHM=0 on a rank, too small a "
                                "/dev/shm), as the group agreed at creation")
+        .def_property_readonly("in_place_ops",
+                               [](ccl_torch::ProcessGroupCCL& pg) { return pg.communicator()->in_place_ops(); },
+                               "ops so far whose tensors were registered on every rank, and that read the peers' "
+                               "tensors in place")
+        .def("is_registered", &ccl_torch::ProcessGroupCCL::registered, py::arg("tensor"),
+             "True when `tensor` lies in this group's registered memory (allocate_tensor): collectives whose tensors "
+             "are registered on every rank read their peers' tensors in place")
         .def_property_readonly("hierarchy",
                                [](ccl_torch::ProcessGroupCCL& pg) { return pg.communicator()->hierarchy_status(); },
                                "\"on: 2 hosts x 2 ranks\" when allreduce, allgather, reduce_scatter and broadcast of "

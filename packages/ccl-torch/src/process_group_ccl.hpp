@@ -104,6 +104,16 @@ public:
     void unregisterCompletionHook(int64_t hook_id) override;
 #endif
 
+    // ---- registered memory (registered_memory.cpp) --------------------------------------------------------------
+    // CPU tensors in shared memory every rank of the group can read (FSDP2's set_allocate_memory_from_process_group_
+    // for_comm asks for its all-gather and reduce-scatter buffers here): collectives on them read their peers'
+    // tensors in place. True for CPU when the group's ranks share a host and its shared-memory path is on.
+    bool supportsTensorAlloc(c10::DeviceIndex device_index) override;
+    // A 1-D tensor of `size` elements; ordinary memory when the group cannot (or /dev/shm is full: one warning).
+    at::Tensor allocateTensor(long size, at::TensorOptions options = {}) override;
+    // Whether `t`'s elements lie in this group's registered memory.
+    bool registered(const at::Tensor& t) const;
+
     // monitored_barrier.cpp: rank 0 waits for every rank's arrival through the store and names the ranks that did
     // not come; the others wait for rank 0's release.
     void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;

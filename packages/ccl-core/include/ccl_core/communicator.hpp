@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -48,6 +49,17 @@ public:
     // messages from CCL_CORE_HIERARCHY_MIN_BYTES up; hierarchy_status() says "on: 2 hosts x 2 ranks" or why not.
     bool hierarchical() const;
     const std::string& hierarchy_status() const;
+    // Registered memory: `bytes` in shared memory that every rank of this group can read in place (the group's ranks
+    // share a host and its shared-memory path is on). When every rank's buffers of an allreduce, allgather,
+    // reduce_scatter or broadcast lie in such memory, the op reads the peers' buffers directly and moves each byte
+    // once (the ranks agree on it per op, from what each says of its buffers). The memory lives as long as the
+    // returned pointer, or an op that reads it, does; freed blocks are reused for allocations of the same size.
+    // nullptr when the group has no shared-memory path or /dev/shm cannot hold it: use ordinary memory then.
+    std::shared_ptr<void> allocate(std::size_t bytes);
+    // Whether [p, p + bytes) lies in this group's registered memory (allocate()).
+    bool registered(const void* p, std::size_t bytes) const;
+    // Ops so far that read their peers' registered buffers in place (the others copied through the shared segment).
+    std::uint64_t in_place_ops() const;
     [[deprecated("shared_memory(): it covers allgather, reduce_scatter and broadcast as well")]]
     bool shared_memory_allreduce() const { return shared_memory(); }
     // Set after a timeout or error: every later call throws CommunicatorAborted.

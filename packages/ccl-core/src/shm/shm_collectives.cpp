@@ -49,7 +49,8 @@ std::uint64_t load(const std::uint64_t& v) { return __atomic_load_n(&v, __ATOMIC
 
 }  // namespace
 
-// What a rank says about the operation that starts at a sequence number, so that ranks can compare.
+// What a rank says about the operation that starts at a sequence number, before it places anything: so that ranks can
+// compare, and, when their buffers are registered (registered_pool.hpp), read each other's in place.
 struct OpDescription {
     std::uint64_t seq;
     std::uint64_t count;
@@ -57,14 +58,22 @@ struct OpDescription {
     std::int32_t op;
     std::int32_t kind;
     std::int32_t root;
+    std::uint32_t registered;  // kSendRegistered | kRecvRegistered
+    std::uint32_t unused;
+    RegisteredPool::Where send_at, recv_at;
 };
+constexpr std::uint32_t kSendRegistered = 1, kRecvRegistered = 2;
 
 // One per rank, each counter on its own cache line (the other ranks poll them).
 struct RankHeader {
     alignas(kLine) std::uint64_t arrived;  // last sequence number whose input this rank has placed
     alignas(kLine) std::uint64_t reduced;  // last sequence number whose share this rank has reduced
     std::int32_t core;                     // the cpu this rank ran on when it last published
+    std::int32_t pid;                      // names this rank's registered blocks
+    alignas(kLine) std::uint64_t announced;  // last sequence number whose op this rank described
+    alignas(kLine) std::uint64_t released;   // last op read in place after which this rank reads no peer's buffer
     alignas(kLine) OpDescription described[2];
+    alignas(kLine) RetiredSerials retired;   // this rank's retired registered blocks (its peers unmap them)
 };
 
 struct SegmentHeader {
@@ -85,6 +94,13 @@ std::size_t segment_bytes_for(int size, std::size_t segment) {
 struct ShmCollectives::Op {
     Kind kind = Kind::allreduce;
     std::shared_ptr<const Runs> runs;  // allgather's output, reduce_scatter's input: where each rank's block lies
+    // Registered buffers (held until the op is through: a peer may read them), and where peers find them.
+    std::shared_ptr<RegisteredPool::Block> send_block, recv_block;
+    RegisteredPool::Where send_at, recv_at;
+    bool announced = false;
+    bool agreed = false;  // every rank described this op alike (check_agreement passed)
+    // copy: through the segment's slots, as always; in_place: every rank's buffers are registered and read directly
+    enum class Path { undecided, copy, in_place } path = Path::undecided;
     int root = 0;  // broadcast
     const char* send;
     char* recv;
@@ -256,7 +272,12 @@ std::unique_ptr<ShmCollectives> ShmCollectives::create(Store& store, int rank, i
 ShmCollectives::ShmCollectives(int rank, int size, void* base, std::size_t bytes, std::size_t segment_bytes,
                            std::size_t small_limit)
     : rank_(rank), size_(size), base_(static_cast<char*>(base)), bytes_(bytes), segment_bytes_(segment_bytes),
-      small_limit_(small_limit) {}
+      small_limit_(small_limit) {
+    header(rank_)->pid = static_cast<std::int32_t>(::getpid());
+    pool_ = RegisteredPool::create(segment_header()->token, &header(rank_)->retired);
+}
+
+std::shared_ptr<RegisteredPool::Block> ShmCollectives::allocate(std::size_t bytes) { return pool_->allocate(bytes); }
 
 ShmCollectives::~ShmCollectives() { ::munmap(base_, bytes_); }
 
@@ -319,6 +340,13 @@ std::shared_ptr<ShmCollectives::Op> ShmCollectives::start(Kind kind, const void*
     auto o = std::make_shared<Op>();
     o->kind = kind;
     o->runs = std::move(runs);
+    if (!o->runs && count > 0) {  // registered buffers can be read in place (see announce)
+        const std::size_t e = dtype_size(dtype);
+        const std::size_t in = kind == Kind::allgather ? count : kind == Kind::reduce_scatter ? count * size_ : count;
+        const std::size_t out = kind == Kind::allgather ? count * size_ : count;
+        if (send) o->send_block = pool_->find(send, in * e, o->send_at);
+        if (recv) o->recv_block = pool_->find(recv, out * e, o->recv_at);
+    }
     o->root = root;
     o->send = static_cast<const char*>(send);
     o->recv = static_cast<char*>(recv);
@@ -422,14 +450,132 @@ ShmCollectives::Piece ShmCollectives::piece_of(const Op& o) const {
     return {seq, static_cast<int>(seq & 1), first, std::min(o.per_segment, o.count - std::min(o.count, first))};
 }
 
-// This rank's input for `seq` is in place: say what the op is (with its first segment, for check_agreement) and
-// publish the arrival.
-void ShmCollectives::arrive(const Op& o, std::uint64_t seq) {
-    if (o.segment == 0) {
-        header(rank_)->described[seq & 1] = {seq, o.count, static_cast<std::int32_t>(o.dtype),
-                                             static_cast<std::int32_t>(o.op), static_cast<std::int32_t>(o.kind), o.root};
+// Once every rank described the op: whether they all describe the same one (else InvalidArgument, on every rank,
+// since each reads the same descriptions). Every rank describes an op before it places anything, so a rank that
+// disagrees is found before anyone waits for its input.
+bool ShmCollectives::agree(Op& o) const {
+    if (o.agreed) return true;
+    if (!everyone_reached(&RankHeader::announced, o.first_seq)) return false;
+    check_agreement(o, o.first_seq);
+    o.agreed = true;
+    return true;
+}
+
+void ShmCollectives::announce(Op& o) {
+    const std::uint32_t registered = (o.send_block ? kSendRegistered : 0) | (o.recv_block ? kRecvRegistered : 0);
+    header(rank_)->described[o.first_seq & 1] = {o.first_seq, o.count, static_cast<std::int32_t>(o.dtype),
+                                                 static_cast<std::int32_t>(o.op), static_cast<std::int32_t>(o.kind),
+                                                 o.root, registered, 0, o.send_at, o.recv_at};
+    publish(header(rank_)->announced, o.first_seq);
+    o.announced = true;
+}
+
+namespace {
+
+// What an op needs registered on a rank to be read in place: peers read its input (allgather, reduce_scatter,
+// the root's buffer of broadcast), and for allreduce also its output (the reduced shares are gathered from it).
+bool allows_in_place(Kind kind, std::uint32_t registered, bool is_root) {
+    switch (kind) {
+        case Kind::allreduce: return (registered & (kSendRegistered | kRecvRegistered)) == (kSendRegistered | kRecvRegistered);
+        case Kind::allgather:
+        case Kind::reduce_scatter: return (registered & kSendRegistered) != 0;
+        case Kind::broadcast: return !is_root || (registered & kSendRegistered) != 0;
     }
+    return false;
+}
+
+}  // namespace
+
+bool ShmCollectives::in_place_here(const Op& o) const {
+    // A small allreduce stays on the slots: one synchronisation there against three in place (described, reduced,
+    // released), which costs more than copying up to 64 KiB saves. Every rank decides alike (count and dtype agree).
+    if (o.runs || o.count == 0 || o.small) return false;
+    const std::uint32_t registered = (o.send_block ? kSendRegistered : 0) | (o.recv_block ? kRecvRegistered : 0);
+    return allows_in_place(o.kind, registered, rank_ == o.root);
+}
+
+bool ShmCollectives::in_place_everywhere(const Op& o) const {
+    const int half = static_cast<int>(o.first_seq & 1);
+    for (int p = 0; p < size_; ++p) {
+        if (!allows_in_place(o.kind, header(p)->described[half].registered, p == o.root)) return false;
+    }
+    return true;
+}
+
+// This rank's input for `seq` is in place: publish the arrival (its description went out with announce()).
+void ShmCollectives::arrive(const Op& o, std::uint64_t seq) {
+    (void)o;
     publish(header(rank_)->arrived, seq);
+}
+
+const char* ShmCollectives::peer_buffer(const Op& o, int p, bool send, std::size_t bytes) {
+    if (p == rank_) return send ? o.send : o.recv;
+    const OpDescription& d = header(p)->described[o.first_seq & 1];
+    const RegisteredPool::Where& at = send ? d.send_at : d.recv_at;
+    const char* base = pool_->peer_block(p, header(p)->pid, at.serial, at.offset + bytes);
+    return base + at.offset;
+}
+
+// Every rank's buffers are registered: each reads what it needs straight from its peers' buffers (no slots, no
+// segments), then says it is through ("released"), and the op completes once every rank is: until then a peer may
+// still read this rank's buffers, so they must not change. allreduce reduces its own share out of every rank's input,
+// then gathers the others' reduced shares out of their outputs. The reductions take the same sources in the same
+// order, with the same kernels, as the copying path: the same bits.
+bool ShmCollectives::advance_in_place(Op& o) {
+    const std::uint64_t seq = o.first_seq;
+    const std::size_t e = o.element;
+    if (o.phase == Op::Phase::place) {
+        for (int p = 0; p < size_; ++p) {  // what peers retired since (their serials are never reused)
+            if (p != rank_) pool_->forget_retired(p, header(p)->retired);
+        }
+        if (o.kind == Kind::allgather) {
+            for (int p = 0; p < size_; ++p) {
+                char* to = o.recv + static_cast<std::size_t>(p) * o.count * e;
+                const char* from = peer_buffer(o, p, true, o.count * e);
+                if (from != to) std::memcpy(to, from, o.count * e);
+            }
+        } else if (o.kind == Kind::reduce_scatter) {
+            std::vector<const void*> sources(static_cast<std::size_t>(size_));
+            const std::size_t mine = static_cast<std::size_t>(rank_) * o.count * e;
+            for (int p = 0; p < size_; ++p) {
+                sources[static_cast<std::size_t>(p)] = peer_buffer(o, p, true, mine + o.count * e) + mine;
+            }
+            reduce_sources(sources.data(), size_, o.recv, nullptr, o.count, o.dtype, o.op);
+        } else if (o.kind == Kind::broadcast) {
+            if (rank_ != o.root) std::memcpy(o.recv, peer_buffer(o, o.root, true, o.count * e), o.count * e);
+        } else {  // allreduce: this rank's share, out of every rank's input
+            const Share mine = share_of(o.count, e, size_, rank_);
+            std::vector<const void*> sources(static_cast<std::size_t>(size_));
+            for (int p = 0; p < size_; ++p) {
+                sources[static_cast<std::size_t>(p)] =
+                    peer_buffer(o, p, true, (mine.begin + mine.length) * e) + mine.begin * e;
+            }
+            reduce_sources(sources.data(), size_, o.recv + mine.begin * e, nullptr, mine.length, o.dtype, o.op);
+            publish(header(rank_)->reduced, seq);
+            o.phase = Op::Phase::combine;
+        }
+        if (o.kind != Kind::allreduce) {
+            publish(header(rank_)->released, seq);
+            o.phase = Op::Phase::collect;
+        }
+    }
+    if (o.phase == Op::Phase::combine) {  // allreduce: the others' reduced shares, out of their outputs
+        if (!everyone_reached(&RankHeader::reduced, seq)) return false;
+        for (int p = 0; p < size_; ++p) {
+            if (p == rank_) continue;
+            const Share theirs = share_of(o.count, e, size_, p);
+            std::memcpy(o.recv + theirs.begin * e,
+                        peer_buffer(o, p, false, (theirs.begin + theirs.length) * e) + theirs.begin * e,
+                        theirs.length * e);
+        }
+        publish(header(rank_)->released, seq);
+        o.phase = Op::Phase::collect;
+    }
+    if (!everyone_reached(&RankHeader::released, seq)) return false;
+    o.segment = o.segments;
+    o.send_block.reset();  // peers are through with them
+    o.recv_block.reset();
+    return true;
 }
 
 bool ShmCollectives::everyone_reached(std::uint64_t RankHeader::*counter, std::uint64_t seq) const {
@@ -492,8 +638,8 @@ bool ShmCollectives::advance_placed(Op& o) {
             arrive(o, seq);
             o.phase = Op::Phase::combine;
         }
+        if (!agree(o)) return false;
         if (!everyone_reached(&RankHeader::arrived, seq)) return false;
-        if (o.segment == 0) check_agreement(o, seq);
         if (o.kind == Kind::allgather) {
             for (int p = 0; p < size_; ++p) {
                 if (o.runs) {
@@ -519,6 +665,17 @@ bool ShmCollectives::advance_placed(Op& o) {
 }
 
 bool ShmCollectives::advance(Op& o) {
+    if (o.path == Op::Path::undecided) {
+        if (!o.announced) announce(o);
+        if (!in_place_here(o)) {
+            o.path = Op::Path::copy;  // the others learn it from this rank's description
+        } else {
+            if (!agree(o)) return false;
+            o.path = in_place_everywhere(o) ? Op::Path::in_place : Op::Path::copy;
+            if (o.path == Op::Path::in_place) in_place_ops_.fetch_add(1, std::memory_order_relaxed);
+        }
+    }
+    if (o.path == Op::Path::in_place) return advance_in_place(o);
     if (o.kind != Kind::allreduce) return advance_placed(o);
     while (o.segment < o.segments) {
         const auto [seq, half, first, n] = piece_of(o);
@@ -538,8 +695,8 @@ bool ShmCollectives::advance(Op& o) {
             o.phase = Op::Phase::combine;
         }
         if (o.phase == Op::Phase::combine) {  // reduce once every rank's input is in place
+            if (!agree(o)) return false;
             if (!everyone_reached(&RankHeader::arrived, seq)) return false;
-            if (o.segment == 0) check_agreement(o, seq);
             std::vector<const void*> sources(static_cast<std::size_t>(size_));
             if (o.small) {
                 for (int p = 0; p < size_; ++p) sources[static_cast<std::size_t>(p)] = slot(half, p);

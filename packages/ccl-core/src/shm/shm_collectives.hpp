@@ -19,6 +19,7 @@
 #pragma once
 
 #include "local_path.hpp"
+#include "registered_pool.hpp"
 
 #include <ccl_core/store.hpp>
 #include <ccl_core/types.hpp>
@@ -69,6 +70,13 @@ public:
                               ReduceOp op = ReduceOp::sum, int root = 0, std::shared_ptr<const Runs> runs = nullptr);
     // Whether a segment holds at least one element of `dtype` per piece (reduce_scatter places one piece per rank).
     bool fits(Kind kind, DType dtype) const;
+    // Registered memory of this group (registered_pool.hpp): when every rank's buffers of an op lie in it, the op reads
+    // the peers' buffers in place instead of copying through the segment (the ranks agree on it per op, from what each
+    // describes). nullptr when /dev/shm cannot hold `bytes`.
+    std::shared_ptr<RegisteredPool::Block> allocate(std::size_t bytes);
+    const RegisteredPool& pool() const { return *pool_; }
+    // Ops that read their peers' buffers in place so far (tests and ccl_core.info tell the paths apart by it).
+    std::uint64_t in_place_ops() const { return in_place_ops_.load(std::memory_order_relaxed); }
     // Advances queued operations in order; true once `op` is complete. Throws InvalidArgument when the ranks
     // disagree on count, dtype or reduce op (every rank sees the disagreement).
     bool progress(Op& op);
@@ -94,6 +102,17 @@ private:
         std::size_t first, n;
     };
     Piece piece_of(const Op& op) const;
+    // Describes the op (and its registered buffers) to the others, before anything is placed.
+    void announce(Op& op);
+    // True once every rank described the op, and alike; throws InvalidArgument (naming both sides) when they differ.
+    bool agree(Op& op) const;
+    // Whether this rank's buffers allow the op in place, and whether every rank's (from their descriptions) do.
+    bool in_place_here(const Op& op) const;
+    bool in_place_everywhere(const Op& op) const;
+    // The op, reading the peers' registered buffers directly (no slots); true once every rank is done with it.
+    bool advance_in_place(Op& op);
+    // Peer p's registered buffer (its send or recv, as described for `op`), mapped here, readable for `bytes`.
+    const char* peer_buffer(const Op& op, int p, bool send, std::size_t bytes);
     void arrive(const Op& op, std::uint64_t seq);
     bool everyone_reached(std::uint64_t RankHeader::*counter, std::uint64_t seq) const;
     void advance_queue();
@@ -116,6 +135,8 @@ private:
     mutable std::mutex mutex_;
     std::deque<std::shared_ptr<Op>> queue_;
     std::atomic<std::size_t> pending_{0};
+    std::shared_ptr<RegisteredPool> pool_;
+    std::atomic<std::uint64_t> in_place_ops_{0};
 };
 
 }  // namespace ccl_core::detail

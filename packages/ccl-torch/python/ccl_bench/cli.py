@@ -5,9 +5,11 @@
     ccl-bench -n 2 --ops all_reduce -b 1K -e 64M --floor --csv r.csv --json r.json --plot r.png
 
 Each iteration is timed on every rank; a row reports the median / p10 / p90 over iterations of the slowest
-rank's time. --floor adds two rows per case, measured right before it (this VM has slow phases): "floor", every
-rank streaming through its message once in place (x.mul_(1)), and "fake", the op on torch's fake process group,
-which moves nothing (torch's own dispatch cost); each row gets its ratio to the floor. A wrong result makes the
+rank's time. --floor adds three rows per case, measured right before it (this VM has slow phases): "floor", every
+rank streaming through its message once in place (x.mul_(1)); "copy", every rank copying its message into another
+buffer (what all_gather and reduce_scatter on registered memory move at least); and "fake", the op on torch's fake
+process group, which moves nothing (torch's own dispatch cost); each row gets its ratio to the floor. --registered
+adds "ccl-registered" rows: the same ops on tensors from the group's registered memory (allocate_tensor). A wrong result makes the
 run exit with status 1. --overlap adds a row per case: the op issued with async_op=True, then matrix products
 for twice its blocking time, then wait(); "wait" is what is left, "hidden" the share of the op that overlapped.
 --late-peer S measures what waiting costs instead: the last rank arrives S seconds late at a barrier, an
@@ -67,7 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--iters", type=int, default=0, help="timed iterations per case (default: by size)")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--floor", action="store_true",
-                   help="also measure the in-place memory floor and torch's dispatch floor per case, and show ratios")
+                   help="also measure the in-place memory floor, the copy floor and torch's dispatch floor per case, "
+                        "and show ratios")
+    p.add_argument("--registered", action="store_true",
+                   help="also run every case on tensors from the group's registered memory (backend 'ccl-registered': "
+                        "allocate_tensor, as FSDP2 asks for with set_allocate_memory_from_process_group_for_comm)")
     p.add_argument("--ddp", action="store_true", help="also time a DDP training step of a small MLP per backend")
     p.add_argument("--fsdp", action="store_true",
                    help="also time an FSDP2 (fully_shard) training step per backend, with its default prefetching")
@@ -117,14 +123,16 @@ def worker(args) -> int:
     import torch.distributed as dist
 
     from . import deepspeed_op, report, runners, stats
-    from .floor import fake_group, floor_us
+    from .floor import copy_us, fake_group, floor_us
 
     ops = [o.strip() for o in args.ops.split(",") if o.strip()]
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     for o in ops:
         if o not in runners.OPS:
             raise SystemExit(f"ccl-bench: unknown op {o!r}; choose from {OPS_HELP}")
-    known = ("ccl", "gloo", "raw", "ccl-flat", "ccl-nofr") + deepspeed_op.BACKENDS
+    if args.registered and "ccl-registered" not in backends:
+        backends.insert(backends.index("ccl") + 1 if "ccl" in backends else 0, "ccl-registered")
+    known = ("ccl", "gloo", "raw", "ccl-flat", "ccl-nofr", "ccl-registered") + deepspeed_op.BACKENDS
     for b in backends:
         if b not in known:
             raise SystemExit(f"ccl-bench: unknown backend {b!r}; choose from {', '.join(known)}")
@@ -144,6 +152,8 @@ def worker(args) -> int:
               "fake": fake_group() if args.floor else None}
     if "ccl-flat" in backends:
         groups["ccl-flat"] = flat_ccl_group()
+    if "ccl-registered" in backends:
+        groups["ccl-registered"] = dist.group.WORLD
     if "ccl-nofr" in backends:
         groups["ccl-nofr"] = _ccl_group_where(TORCH_FR_BUFFER_SIZE="0")
     comm = _raw_communicator(rank, size) if "raw" in backends else None
@@ -178,14 +188,19 @@ def worker(args) -> int:
                 floors[(op, nbytes)] = summary["median_us"]
                 rows.append({"op": op, "bytes": nbytes, "backend": "floor", "ranks": size, **summary,
                              "algbw_GBps": 0.0, "busbw_GBps": 0.0, "check": "-"})
+                copied = stats.summarize(slowest(copy_us(nbytes, iters, barrier)))
+                rows.append({"op": op, "bytes": nbytes, "backend": "copy", "ranks": size, **copied,
+                             "algbw_GBps": 0.0, "busbw_GBps": 0.0, "check": "-"})
                 fake = runners.make_case(op, "fake", nbytes, dtype, rank, size, group=groups["fake"])
                 rows.append({"op": op, "bytes": nbytes, "backend": "fake", "ranks": size, **timed(fake.run, iters),
                              "algbw_GBps": 0.0, "busbw_GBps": 0.0, "check": "-"})
             for backend in backends:
                 done += 1
                 progress(f"[{done}/{total}] {op} {report.human(nbytes)} {backend}")
+                zeros = runners.registered_zeros(groups[backend]) if backend == "ccl-registered" else None
                 case = runners.make_case(op, backend, nbytes, dtype, rank, size, group=groups.get(backend),
-                                         comm=ds_op if backend in deepspeed_op.BACKENDS else comm, fault=fault)
+                                         comm=ds_op if backend in deepspeed_op.BACKENDS else comm, fault=fault,
+                                         zeros=zeros)
                 summary = timed(case.run, iters)
                 problem = case.check()
                 bad = torch.tensor([1 if problem else 0])
@@ -375,20 +390,25 @@ def _ddp_rows(backends, groups, barrier, slowest, size) -> list[dict]:
 
 def _fsdp_rows(backends, groups, barrier, slowest, size) -> list[dict]:
     """An FSDP2 step of 8 sharded 1024x1024 layers (4 MiB of float32 parameters each), with FSDP2's defaults (on CPU
-    its all-gathers are blocking: it overlaps them through CUDA streams)."""
+    its all-gathers are blocking: it overlaps them through CUDA streams); "ccl-registered" turns on
+    set_allocate_memory_from_process_group_for_comm."""
     import torch
     import torch.nn as nn
     from torch.distributed.device_mesh import DeviceMesh
     from torch.distributed.fsdp import fully_shard
 
     rows = []
-    for backend in [b for b in backends if b in ("ccl", "gloo")]:
+    for backend in [b for b in backends if b in ("ccl", "gloo", "ccl-registered")]:
         torch.manual_seed(0)
         mesh = DeviceMesh.from_group(groups[backend], "cpu")
         model = nn.Sequential(*[nn.Sequential(nn.Linear(1024, 1024), nn.ReLU()) for _ in range(8)])
         for layer in model:
             fully_shard(layer, mesh=mesh)
         fully_shard(model, mesh=mesh)
+        if backend == "ccl-registered":  # FSDP2's all-gather and reduce-scatter buffers from the group
+            for module in model.modules():  # each FSDP module sets it for its own parameter group
+                if hasattr(module, "set_allocate_memory_from_process_group_for_comm"):
+                    module.set_allocate_memory_from_process_group_for_comm(True)
         nbytes = sum(p.numel() * p.element_size() for p in model.parameters()) * size  # unsharded
         rows.append(_step_row("fsdp2_step", backend, model, torch.randn(64, 1024), torch.randn(64, 1024), nbytes, 3, 10,
                               barrier, slowest, size))

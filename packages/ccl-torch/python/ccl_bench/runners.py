@@ -39,14 +39,26 @@ def _values(rank: int, n: int, dtype) -> torch.Tensor:
     return ((torch.arange(n) % 7) + rank + 1).to(dtype)  # small integers: exact in every dtype
 
 
+def registered_zeros(group):
+    """Allocation from the group's registered memory (the ccl backend's allocate_tensor: what FSDP2 uses with
+    set_allocate_memory_from_process_group_for_comm), for the "ccl-registered" rows."""
+    backend = group._get_backend(torch.device("cpu"))
+
+    def zeros(n: int, dtype) -> torch.Tensor:
+        return backend.allocate_tensor(n, dtype=dtype, device=torch.device("cpu")).zero_()
+
+    return zeros
+
+
 def make_case(op: str, backend: str, nbytes: int, dtype, rank: int, size: int, group=None, comm=None,
-              fault: bool = False) -> Case:
+              fault: bool = False, zeros=None) -> Case:
+    zeros = zeros or (lambda n, dt: torch.zeros(n, dtype=dt))
     elem = torch.tensor([], dtype=dtype).element_size()
     count = max(size, (nbytes // elem) // size * size)
     chunk = count // size
 
     if op == "all_reduce":
-        buf = torch.zeros(count, dtype=dtype)
+        buf = zeros(count, dtype)
         if backend == "raw":
             arr, dt = _numpy(buf)
             run = lambda: comm.allreduce(arr, dtype=dt)  # noqa: E731
@@ -64,7 +76,7 @@ def make_case(op: str, backend: str, nbytes: int, dtype, rank: int, size: int, g
             want = sum(_values(r, count, torch.float64) for r in range(size))
             return _compare(buf, want, fault)
     elif op == "broadcast":
-        buf = torch.zeros(count, dtype=dtype)
+        buf = zeros(count, dtype)
         if backend == "raw":
             arr, dt = _numpy(buf)
             run = lambda: comm.broadcast(arr, root=0, dtype=dt)  # noqa: E731
@@ -78,7 +90,8 @@ def make_case(op: str, backend: str, nbytes: int, dtype, rank: int, size: int, g
             run()
             return _compare(buf, _values(0, count, torch.float64), fault)
     elif op == "all_gather":
-        inp, out = torch.zeros(chunk, dtype=dtype), torch.zeros(count, dtype=dtype)
+        out = zeros(count, dtype)
+        inp = out[rank * chunk:(rank + 1) * chunk] if backend == "ccl-registered" else zeros(chunk, dtype)  # FSDP's way
         if backend == "raw":
             (a, dt), (b, _) = _numpy(inp), _numpy(out)
             run = lambda: comm.allgather(a, b, dtype=dt)  # noqa: E731
@@ -92,7 +105,7 @@ def make_case(op: str, backend: str, nbytes: int, dtype, rank: int, size: int, g
             run()
             return _compare(out, torch.cat([_values(r, chunk, torch.float64) for r in range(size)]), fault)
     elif op == "reduce_scatter":
-        inp, out = torch.zeros(count, dtype=dtype), torch.zeros(chunk, dtype=dtype)
+        inp, out = zeros(count, dtype), zeros(chunk, dtype)
         if backend == "raw":
             (a, dt), (b, _) = _numpy(inp), _numpy(out)
             run = lambda: comm.reduce_scatter(a, b, dtype=dt)  # noqa: E731
@@ -107,7 +120,7 @@ def make_case(op: str, backend: str, nbytes: int, dtype, rank: int, size: int, g
             total = sum(_values(r, count, torch.float64) for r in range(size))
             return _compare(out, total[rank * chunk:(rank + 1) * chunk], fault)
     elif op == "all_to_all":
-        inp, out = torch.zeros(count, dtype=dtype), torch.zeros(count, dtype=dtype)
+        inp, out = zeros(count, dtype), zeros(count, dtype)
         if backend == "raw":
             (a, dt), (b, _) = _numpy(inp), _numpy(out)
             run = lambda: comm.alltoall(a, b, dtype=dt)  # noqa: E731
