@@ -30,16 +30,26 @@ JOB = textwrap.dedent("""
 """)
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare (a private /dev/shm)")
-def test_a_one_mib_dev_shm_falls_back_to_oneccl_without_dying(tmp_path):
+NEEDS_PRIVATE_DEV_SHM = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),
+                                           reason="needs root and unshare (a private /dev/shm)")
+
+
+def torchrun_with_dev_shm(size: str, job_text: str, tmp_path) -> subprocess.CompletedProcess:
+    """Two ranks of `job_text` under torchrun, in a mount namespace whose /dev/shm is a tmpfs of `size`."""
     job = tmp_path / "job.py"
-    job.write_text(JOB)
-    inner = 'mount -t tmpfs -o size=1m tmpfs /dev/shm && exec "$@"'
+    job.write_text(job_text)
+    inner = f'mount -t tmpfs -o size={size} tmpfs /dev/shm && exec "$@"'
     cmd = ["unshare", "--mount", "--propagation", "private", "bash", "-c", inner, "bash",
            sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
            str(job)]
     proc = subprocess.run(cmd, env=clean_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    return proc
+
+
+@NEEDS_PRIVATE_DEV_SHM
+def test_a_one_mib_dev_shm_falls_back_to_oneccl_without_dying(tmp_path):
+    proc = torchrun_with_dev_shm("1m", JOB, tmp_path)
     lines = sorted(re.findall(r"rank \d sum [^\n]*?shm (?:True|False)", proc.stdout))  # torchrun may join lines
     assert lines == ["rank 0 sum 3-3 gathered [0.0, 1.0] shm False", "rank 1 sum 3-3 gathered [0.0, 1.0] shm False"]
     assert "shared-memory path off for this group: rank 0 could not reserve" in proc.stderr, proc.stderr[-3000:]
@@ -64,16 +74,9 @@ REGISTERED_JOB = textwrap.dedent("""
 """)
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare (a private /dev/shm)")
+@NEEDS_PRIVATE_DEV_SHM
 def test_registered_memory_beyond_dev_shm_falls_back_to_ordinary_tensors(tmp_path):
-    job = tmp_path / "job.py"
-    job.write_text(REGISTERED_JOB)
-    inner = 'mount -t tmpfs -o size=16m tmpfs /dev/shm && exec "$@"'
-    cmd = ["unshare", "--mount", "--propagation", "private", "bash", "-c", inner, "bash",
-           sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
-           str(job)]
-    proc = subprocess.run(cmd, env=clean_env(), capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    proc = torchrun_with_dev_shm("16m", REGISTERED_JOB, tmp_path)
     lines = sorted(re.findall(r"rank \d shm [^\n]*?big (?:True|False) [0-9.-]+", proc.stdout))
     assert lines == ["rank 0 shm True small True 3 big False 3-3", "rank 1 shm True small True 3 big False 3-3"], proc.stdout
     assert proc.stderr.count("registered memory: /dev/shm cannot hold") == 2, proc.stderr[-3000:]  # once per rank
