@@ -66,6 +66,25 @@ bool Communicator::registered(const void* p, std::size_t bytes) const {
     detail::RegisteredPool::Where where;
     return impl_->shm && impl_->shm->pool().find(p, bytes, where) != nullptr;
 }
+Communicator::RegisteredRegion Communicator::locate_registered(const void* p, std::size_t bytes,
+                                                               std::shared_ptr<void>& hold) const {
+    detail::RegisteredPool::Where where;
+    auto block = impl_->shm ? impl_->shm->pool().find(p, bytes, where) : nullptr;
+    if (!block) {
+        throw InvalidArgument("the buffer does not lie in this group's registered memory (allocate it from the group: "
+                              "Communicator::allocate, torch's allocate_tensor)");
+    }
+    hold = block;
+    return {where.serial, where.offset, bytes};
+}
+std::shared_ptr<char> Communicator::map_registered(int rank, const RegisteredRegion& region) const {
+    if (!impl_->shm) throw Unsupported("registered memory needs the shared-memory path (every rank on one host)");
+    if (rank < 0 || rank >= size()) {
+        throw InvalidArgument("rank " + std::to_string(rank) + " is out of range for a group of " + std::to_string(size()));
+    }
+    auto block = impl_->shm->map_peer_block(rank, region.serial, region.offset + region.bytes);
+    return std::shared_ptr<char>(block, block.get() + region.offset);
+}
 std::uint64_t Communicator::in_place_ops() const { return impl_->shm ? impl_->shm->in_place_ops() : 0; }
 AbortCause Communicator::abort_cause() const { return impl_->engine->abort_cause(); }
 std::string Communicator::abort_reason() const { return impl_->engine->abort_reason(); }

@@ -104,6 +104,12 @@ public:
     void unregisterCompletionHook(int64_t hook_id) override;
 #endif
 
+#ifdef C10D_BACKEND_HAS_WINDOW
+    // ---- one-sided windows (window.cpp, torch 2.15) on registered memory: for groups on one host ---------------
+    bool supportsWindow() const override;
+    c10::intrusive_ptr<c10d::Window> new_window(const std::optional<at::Tensor>& tensor) override;
+#endif
+
     // ---- registered memory (registered_memory.cpp) --------------------------------------------------------------
     // CPU tensors in shared memory every rank of the group can read (FSDP2's set_allocate_memory_from_process_group_
     // for_comm asks for its all-gather and reduce-scatter buffers here): collectives on them read their peers'

@@ -60,6 +60,15 @@ public:
     bool registered(const void* p, std::size_t bytes) const;
     // Ops so far that read their peers' registered buffers in place (the others copied through the shared segment).
     std::uint64_t in_place_ops() const;
+    // One-sided access to registered memory (torch's windows). Where [p, p + bytes) lies, as a peer finds it, and a
+    // hold that keeps its block from going back to the pool while held. Throws InvalidArgument when it is not there.
+    struct RegisteredRegion {
+        std::uint64_t serial = 0, offset = 0, bytes = 0;
+    };
+    RegisteredRegion locate_registered(const void* p, std::size_t bytes, std::shared_ptr<void>& hold) const;
+    // Rank `rank`'s region (as it located it) mapped here for reading and writing, after the checks every mapping of
+    // a peer's memory gets (owner, mode, size); the mapping lives as long as the pointer. BackendError otherwise.
+    std::shared_ptr<char> map_registered(int rank, const RegisteredRegion& region) const;
     [[deprecated("shared_memory(): it covers allgather, reduce_scatter and broadcast as well")]]
     bool shared_memory_allreduce() const { return shared_memory(); }
     // Set after a timeout or error: every later call throws CommunicatorAborted.

@@ -143,12 +143,12 @@ void RegisteredPool::retire(std::unique_ptr<Block> block) {
     __atomic_store_n(&retired_->count, n + 1, __ATOMIC_RELEASE);
 }
 
-const char* RegisteredPool::peer_block(int peer, pid_t pid, std::uint64_t serial, std::size_t need) {
-    std::lock_guard<std::mutex> lock(peers_mutex_);
-    auto& mappings = peers_[peer];
-    if (auto it = mappings.find(serial); it != mappings.end() && it->second.bytes >= need) return it->second.base;
-    const std::string name = name_of(pid, serial);
-    const int fd = ::shm_open(name.c_str(), O_RDONLY | O_NOFOLLOW, 0);
+namespace {
+
+// Opens a peer's block and maps `need` bytes or more of it, once it is what it should be: ours (uid), private (mode),
+// large enough. Throws BackendError naming the peer and the block otherwise.
+std::pair<char*, std::size_t> map_checked(const std::string& name, int peer, std::size_t need, bool writable) {
+    const int fd = ::shm_open(name.c_str(), (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW, 0);
     if (fd < 0) {
         throw BackendError("registered memory: rank " + std::to_string(peer) + "'s block " + name + " cannot be opened: " +
                            std::strerror(errno));
@@ -162,18 +162,34 @@ const char* RegisteredPool::peer_block(int peer, pid_t pid, std::uint64_t serial
     } else if ((st.st_mode & 077) != 0) {
         refusal = "others may access it";
     } else if (static_cast<std::size_t>(st.st_size) < need) {
-        refusal = "it holds " + std::to_string(st.st_size) + " bytes, fewer than the " + std::to_string(need) + " read";
+        refusal = "it holds " + std::to_string(st.st_size) + " bytes, fewer than the " + std::to_string(need) + " used";
     }
-    void* base = refusal.empty() ? ::mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0)
+    const int protection = writable ? PROT_READ | PROT_WRITE : PROT_READ;
+    void* base = refusal.empty() ? ::mmap(nullptr, static_cast<std::size_t>(st.st_size), protection, MAP_SHARED, fd, 0)
                                  : MAP_FAILED;
     ::close(fd);
     if (base == MAP_FAILED) {
         throw BackendError("registered memory: rank " + std::to_string(peer) + "'s block " + name + " cannot be mapped" +
                            (refusal.empty() ? std::string(": ") + std::strerror(errno) : " (" + refusal + ")"));
     }
+    return {static_cast<char*>(base), static_cast<std::size_t>(st.st_size)};
+}
+
+}  // namespace
+
+const char* RegisteredPool::peer_block(int peer, pid_t pid, std::uint64_t serial, std::size_t need) {
+    std::lock_guard<std::mutex> lock(peers_mutex_);
+    auto& mappings = peers_[peer];
+    if (auto it = mappings.find(serial); it != mappings.end() && it->second.bytes >= need) return it->second.base;
+    const auto [base, bytes] = map_checked(name_of(pid, serial), peer, need, false);
     if (auto it = mappings.find(serial); it != mappings.end()) unmap(it->second.base, it->second.bytes);
-    mappings[serial] = {static_cast<char*>(base), static_cast<std::size_t>(st.st_size)};
-    return static_cast<char*>(base);
+    mappings[serial] = {base, bytes};
+    return base;
+}
+
+std::shared_ptr<char> RegisteredPool::map_peer_block(int peer, pid_t pid, std::uint64_t serial, std::size_t need) const {
+    const auto [base, bytes] = map_checked(name_of(pid, serial), peer, need, true);
+    return std::shared_ptr<char>(base, [bytes = bytes](char* b) { unmap(b, bytes); });
 }
 
 void RegisteredPool::forget_retired(int peer, const RetiredSerials& retired) {

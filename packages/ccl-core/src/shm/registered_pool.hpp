@@ -56,6 +56,9 @@ public:
     // A peer's block mapped here (cached until its owner retires it). Throws BackendError when it cannot be mapped
     // or is not what it should be (owner, mode, size).
     const char* peer_block(int peer, pid_t pid, std::uint64_t serial, std::size_t need);
+    // A peer's block mapped here for reading and writing (one-sided windows), checked as peer_block checks it. The
+    // mapping is the caller's, apart from the cache above: it lives as long as the pointer, whatever the owner does.
+    std::shared_ptr<char> map_peer_block(int peer, pid_t pid, std::uint64_t serial, std::size_t need) const;
     // Unmaps the peer's blocks its owner retired (its RetiredSerials); when it retired more than the ring keeps since
     // the last look, every mapping of that peer goes (they are made again when next needed).
     void forget_retired(int peer, const RetiredSerials& retired);

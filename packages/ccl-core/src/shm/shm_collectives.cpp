@@ -279,6 +279,10 @@ ShmCollectives::ShmCollectives(int rank, int size, void* base, std::size_t bytes
 
 std::shared_ptr<RegisteredPool::Block> ShmCollectives::allocate(std::size_t bytes) { return pool_->allocate(bytes); }
 
+std::shared_ptr<char> ShmCollectives::map_peer_block(int p, std::uint64_t serial, std::size_t need) const {
+    return pool_->map_peer_block(p, header(p)->pid, serial, need);
+}
+
 ShmCollectives::~ShmCollectives() { ::munmap(base_, bytes_); }
 
 SegmentHeader* ShmCollectives::segment_header() const { return reinterpret_cast<SegmentHeader*>(base_); }

@@ -75,6 +75,8 @@ public:
     // describes). nullptr when /dev/shm cannot hold `bytes`.
     std::shared_ptr<RegisteredPool::Block> allocate(std::size_t bytes);
     const RegisteredPool& pool() const { return *pool_; }
+    // Peer p's registered block `serial`, mapped here for reading and writing (one-sided windows).
+    std::shared_ptr<char> map_peer_block(int p, std::uint64_t serial, std::size_t need) const;
     // Ops that read their peers' buffers in place so far (tests and ccl_core.info tell the paths apart by it).
     std::uint64_t in_place_ops() const { return in_place_ops_.load(std::memory_order_relaxed); }
     // Advances queued operations in order; true once `op` is complete. Throws InvalidArgument when the ranks
