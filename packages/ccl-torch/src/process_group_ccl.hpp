@@ -119,6 +119,8 @@ public:
     at::Tensor allocateTensor(long size, at::TensorOptions options = {}) override;
     // Whether `t`'s elements lie in this group's registered memory.
     bool registered(const at::Tensor& t) const;
+    // The group can offer registered memory (and windows on it): its ranks share a host, its shared-memory path is on.
+    bool has_registered_memory() const;
 
     // monitored_barrier.cpp: rank 0 waits for every rank's arrival through the store and names the ranks that did
     // not come; the others wait for rank 0's release.

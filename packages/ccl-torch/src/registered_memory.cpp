@@ -5,10 +5,12 @@
 
 namespace ccl_torch {
 
-bool ProcessGroupCCL::supportsTensorAlloc(c10::DeviceIndex /*device_index*/) {
+bool ProcessGroupCCL::has_registered_memory() const {
     std::lock_guard<std::mutex> lock(comm_mutex_);
     return comm_ && comm_->shared_memory();
 }
+
+bool ProcessGroupCCL::supportsTensorAlloc(c10::DeviceIndex /*device_index*/) { return has_registered_memory(); }
 
 at::Tensor ProcessGroupCCL::allocateTensor(long size, at::TensorOptions options) {
     CCL_CHECK_ARGUMENT(size >= 0, "allocateTensor: size must be >= 0, got ", size);

@@ -69,14 +69,13 @@ private:
 };
 
 // What a rank says of its region in an exchange: whether it has one, where it lies, its dtype and length.
-enum RegionField { kRegionHas, kRegionSerial, kRegionOffset, kRegionBytes, kRegionDtype, kRegionNumel, kRegionFields };
+enum RegionField { kRegionHas, kRegionSerial, kRegionOffset, kRegionBytes, kRegionDtype, kRegionFields };
 
 }  // namespace
 
 CCLWindow::CCLWindow(std::shared_ptr<ccl_core::Communicator> comm, std::chrono::milliseconds timeout)
     : comm_(std::move(comm)), rank_(comm_->rank()), size_(comm_->size()), timeout_(timeout),
-      signals_(static_cast<std::size_t>(size_)),
-      tickets_(std::make_shared<std::vector<std::uint64_t>>(static_cast<std::size_t>(size_), 0)) {
+      signals_(static_cast<std::size_t>(size_)), tickets_(static_cast<std::size_t>(size_), 0) {
     const std::size_t bytes = static_cast<std::size_t>(size_) * sizeof(std::uint64_t);
     my_signals_ = comm_->allocate(bytes);
     ccl_core::Communicator::RegisteredRegion mine;
@@ -86,7 +85,6 @@ CCLWindow::CCLWindow(std::shared_ptr<ccl_core::Communicator> comm, std::chrono::
         mine = comm_->locate_registered(my_signals_.get(), bytes, hold);
     }
     const auto regions = exchange(mine, my_signals_ ? 1 : 0);
-    numel_.clear();  // counted for the tensor tensor_register brings
     for (int p = 0; p < size_; ++p) {
         signals_[static_cast<std::size_t>(p)] =
             p == rank_ ? std::shared_ptr<char>(my_signals_, static_cast<char*>(my_signals_.get()))
@@ -102,7 +100,6 @@ std::vector<ccl_core::Communicator::RegisteredRegion> CCLWindow::exchange(
     said[kRegionOffset] = static_cast<std::int64_t>(mine.offset);
     said[kRegionBytes] = static_cast<std::int64_t>(mine.bytes);
     said[kRegionDtype] = static_cast<std::int64_t>(dtype_);
-    said[kRegionNumel] = static_cast<std::int64_t>(mine.bytes / std::max<std::size_t>(1, c10::elementSize(dtype_)));
     std::vector<std::int64_t> all(static_cast<std::size_t>(size_) * kRegionFields);
     translate_errors([&] {
         comm_->allgather(said.data(), all.data(), kRegionFields, ccl_core::DType::int64).wait(timeout_);
@@ -119,10 +116,8 @@ std::vector<ccl_core::Communicator::RegisteredRegion> CCLWindow::exchange(
     // every rank reads the same numbers, so every rank raises alike
     CCL_CHECK_ARGUMENT(missing.empty(), "window: rank(s) ", missing, " have no registered memory to offer (a tensor "
                        "from this group's allocate_tensor, and room for it in /dev/shm)");
-    numel_.assign(static_cast<std::size_t>(size_), 0);
     for (int p = 0; p < size_; ++p) {
         const std::int64_t* r = all.data() + static_cast<std::size_t>(p) * kRegionFields;
-        numel_[static_cast<std::size_t>(p)] = r[kRegionNumel];
         CCL_CHECK_DTYPE(r[kRegionDtype] == all[kRegionDtype], "window: every rank must register the same dtype; rank 0 has ",
                         static_cast<at::ScalarType>(all[kRegionDtype]), ", rank ", p, " has ",
                         static_cast<at::ScalarType>(r[kRegionDtype]));
@@ -164,6 +159,8 @@ void CCLWindow::tensor_register(const at::Tensor& tensor, bool owning) {
                 translate_errors([&] { return comm_->map_registered(p, regions[static_cast<std::size_t>(p)]); });
         }
     }
+    numel_.clear();
+    for (const auto& region : regions) numel_.push_back(static_cast<int64_t>(region.bytes / tensor.element_size()));
     peers_ = std::move(peers);
     hold_ = std::move(hold);
     mine_ = static_cast<char*>(tensor.data_ptr());
@@ -234,7 +231,7 @@ c10::intrusive_ptr<c10d::Work> CCLWindow::wait_signal(int64_t peer_rank, bool as
     std::uint64_t ticket;
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        ticket = ++(*tickets_)[static_cast<std::size_t>(peer_rank)];
+        ticket = ++tickets_[static_cast<std::size_t>(peer_rank)];
     }
     const auto* counters = static_cast<const std::uint64_t*>(my_signals_.get());
     auto work = c10::make_intrusive<SignalWait>(my_signals_, &counters[peer_rank], ticket, static_cast<int>(peer_rank),
@@ -250,10 +247,7 @@ c10d::WindowAttr CCLWindow::get_attr(int64_t peer_rank) {
 
 // ---- the backend's side ------------------------------------------------------------------------------------------
 
-bool ProcessGroupCCL::supportsWindow() const {
-    std::lock_guard<std::mutex> lock(comm_mutex_);
-    return comm_ && comm_->shared_memory();
-}
+bool ProcessGroupCCL::supportsWindow() const { return has_registered_memory(); }
 
 c10::intrusive_ptr<c10d::Window> ProcessGroupCCL::new_window(const std::optional<at::Tensor>& tensor) {
     auto comm = communicator("new_window");

@@ -49,13 +49,13 @@ private:
     // signal counters: mine (slot p counts the signals rank p sent here) and every rank's, mapped here
     std::shared_ptr<void> my_signals_;
     std::vector<std::shared_ptr<char>> signals_;
-    std::shared_ptr<std::vector<std::uint64_t>> tickets_;  // per peer: signals waited for so far (issued waits)
 
     std::mutex mutex_;  // guards what follows (register / deregister against put and map_remote_tensor)
+    std::vector<std::uint64_t> tickets_;  // per peer: signals waited for so far (issued waits)
     at::Tensor tensor_;          // this rank's registered tensor (held when owning)
     std::shared_ptr<void> hold_;  // its registered block, kept from the pool while registered
     at::ScalarType dtype_ = at::kFloat;
-    std::vector<std::int64_t> numel_;          // every rank's registered elements
+    std::vector<std::int64_t> numel_;          // every rank's registered elements (from its bytes)
     std::vector<std::shared_ptr<char>> peers_;  // every rank's registered tensor, mapped here (nullptr: this rank)
     char* mine_ = nullptr;
 };

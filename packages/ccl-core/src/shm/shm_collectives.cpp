@@ -465,8 +465,17 @@ bool ShmCollectives::agree(Op& o) const {
     return true;
 }
 
+namespace {
+
+// Which of this rank's buffers of the op lie in registered memory (kSendRegistered | kRecvRegistered).
+std::uint32_t registered_buffers(const ShmCollectives::Op& o) {
+    return (o.send_block ? kSendRegistered : 0) | (o.recv_block ? kRecvRegistered : 0);
+}
+
+}  // namespace
+
 void ShmCollectives::announce(Op& o) {
-    const std::uint32_t registered = (o.send_block ? kSendRegistered : 0) | (o.recv_block ? kRecvRegistered : 0);
+    const std::uint32_t registered = registered_buffers(o);
     header(rank_)->described[o.first_seq & 1] = {o.first_seq, o.count, static_cast<std::int32_t>(o.dtype),
                                                  static_cast<std::int32_t>(o.op), static_cast<std::int32_t>(o.kind),
                                                  o.root, registered, 0, o.send_at, o.recv_at};
@@ -494,8 +503,7 @@ bool ShmCollectives::in_place_here(const Op& o) const {
     // A small allreduce stays on the slots: one synchronisation there against three in place (described, reduced,
     // released), which costs more than copying up to 64 KiB saves. Every rank decides alike (count and dtype agree).
     if (o.runs || o.count == 0 || o.small) return false;
-    const std::uint32_t registered = (o.send_block ? kSendRegistered : 0) | (o.recv_block ? kRecvRegistered : 0);
-    return allows_in_place(o.kind, registered, rank_ == o.root);
+    return allows_in_place(o.kind, registered_buffers(o), rank_ == o.root);
 }
 
 bool ShmCollectives::in_place_everywhere(const Op& o) const {
@@ -507,8 +515,7 @@ bool ShmCollectives::in_place_everywhere(const Op& o) const {
 }
 
 // This rank's input for `seq` is in place: publish the arrival (its description went out with announce()).
-void ShmCollectives::arrive(const Op& o, std::uint64_t seq) {
-    (void)o;
+void ShmCollectives::arrive(std::uint64_t seq) {
     publish(header(rank_)->arrived, seq);
 }
 
@@ -639,7 +646,7 @@ bool ShmCollectives::advance_placed(Op& o) {
                     }
                 }
             }
-            arrive(o, seq);
+            arrive(seq);
             o.phase = Op::Phase::combine;
         }
         if (!agree(o)) return false;
@@ -695,7 +702,7 @@ bool ShmCollectives::advance(Op& o) {
                 const std::size_t after = mine.begin + mine.length;
                 std::memcpy(my_slot + after * o.element, o.send + offset + after * o.element, (n - after) * o.element);
             }
-            arrive(o, seq);
+            arrive(seq);
             o.phase = Op::Phase::combine;
         }
         if (o.phase == Op::Phase::combine) {  // reduce once every rank's input is in place

@@ -115,7 +115,7 @@ private:
     bool advance_in_place(Op& op);
     // Peer p's registered buffer (its send or recv, as described for `op`), mapped here, readable for `bytes`.
     const char* peer_buffer(const Op& op, int p, bool send, std::size_t bytes);
-    void arrive(const Op& op, std::uint64_t seq);
+    void arrive(std::uint64_t seq);
     bool everyone_reached(std::uint64_t RankHeader::*counter, std::uint64_t seq) const;
     void advance_queue();
     bool advance(Op& op);
