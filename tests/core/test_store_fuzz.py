@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -122,21 +123,22 @@ def test_hostile_frames_and_connections_leave_honest_clients_served(server):
         idle.append(connect(port))
     counts["idle"] = len(idle)
 
+    hostile = []  # (kind, bytes), sent by 16 connections at a time
     for _ in range(1500):  # random bytes, some starting with a valid op
         data = os.urandom(rng.randint(1, 200))
         if rng.random() < 0.5:
             data = bytes([rng.choice([1, 2])]) + data
-        send_and_close(port, data)
-        counts["random"] += 1
+        hostile.append(("random", data))
     for _ in range(300):  # valid frames cut short
         f = frame(1, b"k" * rng.randint(1, 50), os.urandom(rng.randint(0, 500)))
-        send_and_close(port, f[: rng.randint(1, len(f) - 1)])
-        counts["truncated"] += 1
+        hostile.append(("truncated", f[: rng.randint(1, len(f) - 1)]))
     for head in (b"\x02\xff\xff\xff\xff", b"\x01\x00\x00\x00\x01k\xff\xff\xff\xff", b"\x01\x00\x01\x00\x00",
                  frame(2, b"k", b"a get carries no value"), b"\x07garbage op"):
-        for _ in range(20):
-            send_and_close(port, head)
-            counts["oversized"] += 1
+        hostile += [("oversized", head)] * 20
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda sent: send_and_close(port, sent[1]), hostile))
+    for kind, _ in hostile:
+        counts[kind] += 1
     rss_during = rss_kib(proc.pid)
     for s in idle:
         s.close()

@@ -161,7 +161,7 @@ def test_no_library_in_a_wheel_looks_for_libraries_on_the_build_machine(tmp_path
                     assert not foreign, f"{whl.name}: {name} looks in {foreign}"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # kept while other modules' tests run between its users
 def cpu_torch_venv(tmp_path_factory) -> Path:
     """torch 2.13.0+cpu (the build from PyTorch's CPU index, which this machine's pip serves), as its users have it."""
     python = new_venv(sys.executable, tmp_path_factory.mktemp("torch") / "venv")
@@ -171,11 +171,13 @@ def cpu_torch_venv(tmp_path_factory) -> Path:
     return python
 
 
+@pytest.mark.xdist_group("cpu_torch_venv")  # one venv for the three, under pytest-xdist too
 def test_ccl_torch_wheel_trains_ddp_under_torchrun_on_a_cpu_torch(cpu_torch_venv, tmp_path):
     assert "all_reduce ok on 2 ranks" in run_all_reduce(cpu_torch_venv, tmp_path)
     train_ddp(cpu_torch_venv, tmp_path)
 
 
+@pytest.mark.xdist_group("cpu_torch_venv")  # one venv for the three, under pytest-xdist too
 def test_ccl_torch_wheel_runs_ccl_bench_and_info(cpu_torch_venv, tmp_path):
     bench = ok(run(cpu_torch_venv.parent / "ccl-bench", "-n", "2", "-e", "1M", cwd=tmp_path))
     assert "1M" in bench or "1 MiB" in bench, bench
@@ -183,6 +185,7 @@ def test_ccl_torch_wheel_runs_ccl_bench_and_info(cpu_torch_venv, tmp_path):
     assert "shared-memory path on" in info, info
 
 
+@pytest.mark.xdist_group("cpu_torch_venv")  # one venv for the three, under pytest-xdist too
 def test_the_wheel_requires_no_torch_and_its_extra_asks_for_a_supported_one(cpu_torch_venv):
     listed = ok(run(cpu_torch_venv, "-c", "from importlib.metadata import requires; print(*requires('ccl-torch'), "
                                           "sep='\\n')")).splitlines()

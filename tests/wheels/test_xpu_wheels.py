@@ -1,0 +1,65 @@
+"""The XPU set (dist/xpu: ccl-core 0.1.0+xpu and ccl-xpu, built by ci/wheels where the Intel GPU stage is set up) in
+a clean venv, as a user without a compiler gets it: `pip install ccl-xpu[torch]` beside the torch they have, binary
+only, nothing sourced. The device collectives then run on the OpenCL CPU device (the one SYCL device without an
+Intel GPU), and the torch plugin gives the `ccl` backend the xpu device. ci/test runs this in the Intel GPU stage."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clean_venvs import DIST, new_venv, ok, pin, run, user_env
+from test_wheels import site_packages, torch_record
+
+ROOT = Path(__file__).resolve().parents[2]
+XPU_DIST = DIST / "xpu"
+# The machine's part: on an Intel GPU machine the driver brings a Level Zero loader with zesInit; here the Intel GPU
+# stage fetched one (ci/level_zero), the system's being too old.
+STAGE_LOADER = ROOT / ".venv-xpu" / "lib" / "level-zero" / "libze_loader.so.1"
+
+pytestmark = pytest.mark.skipif(not list(XPU_DIST.glob("ccl_xpu-*.whl")),
+                                reason="no XPU set in dist/xpu: ci/wheels builds it where the Intel GPU stage "
+                                       "(.venv-xpu) is set up")
+
+
+def installed(python: Path) -> dict[str, str]:
+    listed = json.loads(ok(run(python, "-m", "pip", "list", "--format", "json")))
+    return {p["name"].lower(): p["version"] for p in listed}
+
+
+def test_pip_install_ccl_xpu_gives_a_set_whose_device_collectives_run(tmp_path):
+    python = new_venv(sys.executable, tmp_path / "venv")
+    ok(run(python, "-m", "pip", "install", "--only-binary", ":all:", "--no-compile", pin("torch")))
+    before = torch_record(python)
+    out = ok(run(python, "-m", "pip", "install", "--find-links", XPU_DIST, "--find-links", DIST, "--only-binary",
+                 ":all:", "--no-compile", "ccl-xpu[torch,test]"))
+    assert torch_record(python) == before, f"pip install ccl-xpu changed torch:\n{out}"
+    have = installed(python)
+    assert have["ccl-core"] == "0.1.0+xpu" and have["oneccl"] and "oneccl-cpu" not in have, have
+    assert "ccl-torch" in have and "ccl-xpu" in have, have
+
+    # the OpenCL CPU device of intel-opencl-rt (its wheel's ICD file names a wrong path: the runtime is named)
+    lib = site_packages(python).parents[2] / "lib"
+    env = dict(user_env(), ONEAPI_DEVICE_SELECTOR="opencl:cpu", OCL_ICD_FILENAMES=str(lib / "libintelocl.so"),
+               MASTER_ADDR="127.0.0.1", WORLD_SIZE="2", STORE_DIR=str(tmp_path / "store"))
+    if STAGE_LOADER.exists():
+        env["CCL_XPU_ZE_LOADER"] = str(STAGE_LOADER)
+    problem = ok(run(python, "-c", "import ccl_xpu; print(ccl_xpu.device_path_problem())",
+                     **{k: v for k, v in env.items() if k.startswith(("ONEAPI", "OCL", "CCL"))})).strip()
+    assert problem == "", f"the device path cannot run in the clean venv: {problem}"
+    env["MASTER_PORT"] = ok(run(python, "-c", "from ccl_core import free_port; print(free_port())")).strip()
+    ranks = [subprocess.Popen([str(python), str(Path(__file__).with_name("xpu_job.py"))], cwd=tmp_path,
+                              env=dict(env, RANK=str(r)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for r in range(2)]
+    outs = [r.communicate(timeout=300) for r in ranks]
+    for r, (stdout, stderr) in enumerate(outs):
+        assert ranks[r].returncode == 0, f"rank {r}:\n{stdout}\n{stderr[-3000:]}"
+        result = json.loads(stdout.splitlines()[-1])
+        assert result["device ops wrong"] == [], (r, result)
+        assert result["plugins"] == {"xpu": f"ccl-xpu {have['ccl-xpu']}"} and result["devices"] == ["cpu", "xpu"], \
+            (r, result)
+        assert result["cpu_all_reduce_right"], (r, result)
