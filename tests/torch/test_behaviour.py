@@ -109,7 +109,7 @@ def test_works_nobody_waits_on_complete_in_the_background(monkeypatch, shm, prog
     monkeypatch.setenv("CCL_CORE_SHM", shm)
     monkeypatch.setenv("CCL_CORE_PROGRESS", progress)
     for r in run_in_group(w.unwaited_works_complete, 2):
-        assert r["future"] == r["want"] and r["dropped"] == r["want"], r
+        assert [r["future"]] == r["want"] and r["dropped"] == r["want"], r
 
 
 @pytest.mark.parametrize("shm", ["1", "0"])
