@@ -26,6 +26,12 @@ def test_async_wait_signal_completes_only_when_the_peer_signals():
         assert before == [False, False] and after == [True, True], rank
 
 
+def test_a_peer_writing_after_the_owner_let_go_never_reaches_a_later_allocation():
+    # the owner's blocks are retired, not reused: the late put and signal land in memory only the peer still maps
+    tensors, counters = run_in_group(w.late_writes_after_the_owner_let_go, 2)[0]
+    assert tensors == [0.0] * 4 and counters == [0] * 4, (tensors, counters)
+
+
 def test_bad_window_calls_raise_by_name_and_a_missing_signal_times_out():
     results = run_in_group(w.bad_calls, 2, timeout=3.0)
     for rank, (errors, took) in enumerate(results):

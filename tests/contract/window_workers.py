@@ -55,6 +55,28 @@ def async_waits_then_signals(rank, size):
     return before, [waits[p].is_completed() for p in peers]
 
 
+def late_writes_after_the_owner_let_go(rank, size):
+    """Rank 0 drops its window and tensor without tensor_deregister, then allocates tensors of the same sizes as the
+    window's tensor and signal counters (the pool would hand those blocks back); rank 1, whose window still maps
+    them, then puts and signals into rank 0. Returns what rank 0's new tensors hold afterwards."""
+    n = 1 << 16
+    buf = _registered(n, torch.float32)
+    win = dist._new_window(buf)
+    dist.barrier()
+    if rank == 0:
+        del win, buf
+        fresh = [_registered(n, torch.float32) for _ in range(4)]
+        fresh_small = [_registered(4, torch.int64) for _ in range(4)]  # a page, as the counters' block
+    dist.barrier()
+    if rank == 1:
+        win.put(torch.full((n,), 7.0), 0, 0, False)
+        win.signal(0, False)
+    dist.barrier()
+    if rank == 0:
+        return [t.abs().sum().item() for t in fresh], [t.abs().sum().item() for t in fresh_small]
+    return None
+
+
 def bad_calls(rank, size):
     """Errors by name on the caller, for what only the caller can see; on every rank, for what a collective call
     learns from all (a rank registering ordinary memory; a dtype that differs)."""

@@ -74,6 +74,7 @@ Communicator::RegisteredRegion Communicator::locate_registered(const void* p, st
         throw InvalidArgument("the buffer does not lie in this group's registered memory (allocate it from the group: "
                               "Communicator::allocate, torch's allocate_tensor)");
     }
+    block->peers_write = true;  // the region is located to be handed to peers that map it writable
     hold = block;
     return {where.serial, where.offset, bytes};
 }

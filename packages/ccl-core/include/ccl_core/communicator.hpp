@@ -62,6 +62,7 @@ public:
     std::uint64_t in_place_ops() const;
     // One-sided access to registered memory (torch's windows). Where [p, p + bytes) lies, as a peer finds it, and a
     // hold that keeps its block from going back to the pool while held. Throws InvalidArgument when it is not there.
+    // A block located here is never reused once let go (a peer that writes late must not reach a later allocation).
     struct RegisteredRegion {
         std::uint64_t serial = 0, offset = 0, bytes = 0;
     };

@@ -126,7 +126,7 @@ void RegisteredPool::give_back(Block* raw) {
     std::unique_ptr<Block> block(raw);
     std::lock_guard<std::mutex> lock(mutex_);
     if (auto it = in_use_.find(block->data); it != in_use_.end() && it->second.expired()) in_use_.erase(it);
-    if (cache_.size() < kCacheBlocks && cached_bytes_ + block->bytes <= kCacheBytes) {
+    if (!block->peers_write && cache_.size() < kCacheBlocks && cached_bytes_ + block->bytes <= kCacheBytes) {
         cached_bytes_ += block->bytes;
         cache_.emplace(block->bytes, std::move(block));
         return;

@@ -5,10 +5,11 @@
 // is made from the owner's pid, the group's segment token and a serial number, "/<pid>:ccl_core:pool:<token>:<serial>",
 // so that peers build it themselves from numbers (nothing but numbers crosses between ranks, checked before use) and
 // the clean-up of a dead rank's files (its pid prefix) covers it. A block whose last holder lets go (the tensor, and
-// every operation that reads it) returns to a cache and is reused for the next allocation of its size; evicted from
-// the cache, it is unlinked and its serial retired, so that peers unmap it too.
+// every operation that reads it) returns to a cache and is reused for the next allocation of its size (unless peers
+// were given it to write); evicted from the cache, it is unlinked and its serial retired, so that peers unmap it too.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -36,6 +37,9 @@ public:
         std::size_t bytes = 0;   // page-rounded: what the file holds and what is mapped
         std::uint64_t serial = 0;
         std::string name;        // in /dev/shm
+        // Handed to peers to map writable (one-sided windows): a peer may still write after its owner let go, so
+        // the block is retired then, never reused, and late writes land in memory only that peer still maps.
+        std::atomic<bool> peers_write{false};
     };
     // Where a buffer lies, as peers find it: the block's serial and the buffer's offset in it.
     struct Where {
