@@ -598,26 +598,15 @@ bool ShmCollectives::everyone_reached(std::uint64_t RankHeader::*counter, std::u
 
 namespace {
 
-// Elements [first, first + n) of a block made of runs (Runs): copied out of, or into, `base`.
-void copy_out_of_runs(char* to, const char* base, const std::vector<std::size_t>& offsets, std::size_t run,
-                      std::size_t first, std::size_t n, std::size_t e) {
-    while (n > 0) {
-        const std::size_t j = first / run, within = first % run, take = std::min(n, run - within);
-        std::memcpy(to, base + (offsets[j] + within) * e, take * e);
-        to += take * e;
-        first += take;
-        n -= take;
-    }
-}
-
-void copy_into_runs(char* base, const std::vector<std::size_t>& offsets, std::size_t run, std::size_t first,
-                    std::size_t n, const char* from, std::size_t e) {
-    while (n > 0) {
-        const std::size_t j = first / run, within = first % run, take = std::min(n, run - within);
-        std::memcpy(base + (offsets[j] + within) * e, from, take * e);
-        from += take * e;
-        first += take;
-        n -= take;
+// Elements [first, first + n) of a block made of runs (Runs), piece by piece: piece(where the piece starts in the
+// block, how many elements came before it, its length), all in elements.
+template <class Piece>
+void for_each_piece_of_runs(const std::vector<std::size_t>& offsets, std::size_t run, std::size_t first,
+                            std::size_t n, Piece piece) {
+    for (std::size_t done = 0; done < n;) {
+        const std::size_t at = first + done, within = at % run, take = std::min(n - done, run - within);
+        piece(offsets[at / run] + within, done, take);
+        done += take;
     }
 }
 
@@ -639,8 +628,10 @@ bool ShmCollectives::advance_placed(Op& o) {
                 for (int p = 0; p < size_; ++p) {
                     char* to = mine + static_cast<std::size_t>(p) * n * e;
                     if (o.runs) {
-                        copy_out_of_runs(to, o.send, o.runs->offsets[static_cast<std::size_t>(p)], o.runs->run, first,
-                                         n, e);
+                        for_each_piece_of_runs(o.runs->offsets[static_cast<std::size_t>(p)], o.runs->run, first, n,
+                                               [&](std::size_t at, std::size_t done, std::size_t take) {
+                                                   std::memcpy(to + done * e, o.send + at * e, take * e);
+                                               });
                     } else {
                         std::memcpy(to, o.send + (static_cast<std::size_t>(p) * o.count + first) * e, n * e);
                     }
@@ -654,8 +645,11 @@ bool ShmCollectives::advance_placed(Op& o) {
         if (o.kind == Kind::allgather) {
             for (int p = 0; p < size_; ++p) {
                 if (o.runs) {
-                    copy_into_runs(o.recv, o.runs->offsets[static_cast<std::size_t>(p)], o.runs->run, first, n,
-                                   slot(half, p), e);
+                    const char* from = slot(half, p);
+                    for_each_piece_of_runs(o.runs->offsets[static_cast<std::size_t>(p)], o.runs->run, first, n,
+                                           [&](std::size_t at, std::size_t done, std::size_t take) {
+                                               std::memcpy(o.recv + at * e, from + done * e, take * e);
+                                           });
                 } else {
                     std::memcpy(o.recv + (static_cast<std::size_t>(p) * o.count + first) * e, slot(half, p), n * e);
                 }
