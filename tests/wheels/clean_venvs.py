@@ -48,3 +48,13 @@ def new_venv(base_python: str, path: Path) -> Path:
 def install_ours(python: Path, *names: str) -> str:
     """Our packages from dist/ only, as binaries; their dependencies must already be there."""
     return ok(run(python, "-m", "pip", "install", "--no-index", "--find-links", DIST, "--only-binary", ":all:", *names))
+
+
+def site_packages(python: Path) -> Path:
+    return Path(ok(run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])")).strip())
+
+
+def torch_record(python: Path) -> str:
+    """The installed torch exactly: its version and the RECORD of every file pip installed for it."""
+    return ok(run(python, "-c", "from importlib.metadata import distribution as d; t = d('torch'); "
+                                "print(t.version); print(t.read_text('RECORD'))"))

@@ -16,7 +16,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
-from clean_venvs import DIST, install_ours, new_venv, ok, pin, run, user_env, wheel
+from clean_venvs import DIST, install_ours, new_venv, ok, pin, run, site_packages, torch_record, user_env, wheel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "ci"))
 import torch_wheels  # noqa: E402
@@ -60,16 +60,6 @@ def test_ccl_core_wheel_runs_a_group_on_every_python(base, tmp_path):
     install_ours(python, "ccl-core")
     out = ok(run(python, "-m", "ccl_core.info", cwd=tmp_path))
     assert "group         2 local ranks agreed: shared-memory path on" in out, out
-
-
-def site_packages(python: Path) -> Path:
-    return Path(ok(run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])")).strip())
-
-
-def torch_record(python: Path) -> str:
-    """The installed torch exactly: its version and the RECORD of every file pip installed for it."""
-    return ok(run(python, "-c", "from importlib.metadata import distribution as d; t = d('torch'); "
-                                "print(t.version); print(t.read_text('RECORD'))"))
 
 
 def install_ccl_torch(python: Path) -> str:

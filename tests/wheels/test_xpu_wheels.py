@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from clean_venvs import DIST, new_venv, ok, pin, run, user_env
-from test_wheels import site_packages, torch_record
+from clean_venvs import DIST, new_venv, ok, pin, run, site_packages, torch_record, user_env
 
 ROOT = Path(__file__).resolve().parents[2]
 XPU_DIST = DIST / "xpu"
