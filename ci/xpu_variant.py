@@ -58,11 +58,12 @@ def main(wheel: Path, out_dir: Path) -> Path:
         metadata = info / "METADATA"
         metadata.write_text(rewrite_metadata(metadata.read_text(), new_version))
         info.rename(info.with_name(f"{name}-{new_version}.dist-info"))
+        tags = wheel.name.split("-", 2)[2]  # python, ABI and platform tags, and ".whl"
         out_dir.mkdir(parents=True, exist_ok=True)
-        for old in out_dir.glob(f"{name}-*+{LABEL}-{wheel.name.split('-', 2)[2]}"):
+        for old in out_dir.glob(f"{name}-*+{LABEL}-{tags}"):
             old.unlink()
         subprocess.run([sys.executable, "-m", "wheel", "pack", "-d", out_dir, tree], check=True, capture_output=True)
-    (made,) = out_dir.glob(f"{name}-{new_version}-{wheel.name.split('-', 2)[2]}")
+    (made,) = out_dir.glob(f"{name}-{new_version}-{tags}")
     return made
 
 
