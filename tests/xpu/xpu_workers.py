@@ -81,12 +81,16 @@ def device_communicator_refused(rank, size, store_dir):
 
 def device_wait_that_fails(rank, size, store_dir, how):
     """Rank 1 never joins rank 0's second allreduce (it waits in the store until rank 0 is through). Rank 0's wait ends
-    by `how`: its timeout, or Ctrl-C (SIGINT from a timer). Either way the device communicator is aborted, and the
-    next op is refused by name."""
+    by `how`: its timeout, or a Ctrl-C raised on purpose while the op is issued ('issue') or as its wait begins
+    ('wait'; ccl_core's _raise_sigint_at). Either way the device communicator is aborted, and the next op is refused
+    by name."""
     import signal
-    import threading
     import time
 
+    from ccl_core import _ccl_core
+
+    # as an interactive Python has it: a background job of a non-interactive shell inherits SIGINT ignored
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     store = ccl_core.FileStore(store_dir)
     q = ccl_xpu.Queue()
     comm = ccl_xpu.DeviceCommunicator(store, rank, size, q, timeout=60)
@@ -102,7 +106,7 @@ def device_wait_that_fails(rank, size, store_dir, how):
         if how == "timeout":
             comm.allreduce(x, x, async_op=True).wait(timeout=2)
         else:
-            threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+            _ccl_core._raise_sigint_at(how)
             comm.allreduce(x, x)
         out["error"] = "no error"
     except ccl_core.CclTimeoutError as e:

@@ -8,6 +8,7 @@
 
 #include "kernels/elementwise.hpp"
 #include "oneccl/runtime.hpp"
+#include "testing/sigint_points.hpp"
 
 #include <pybind11/chrono.h>
 #include <pybind11/functional.h>
@@ -191,6 +192,12 @@ PYBIND11_MODULE(_ccl_core, m) {
           "How async operations move: 'thread' (in the background) or 'caller' (inside test/wait), CCL_CORE_PROGRESS");
     m.def("_stop_completions", &stop_completions, py::call_guard<py::gil_scoped_release>(),
           "Stop running completions on the progress thread (registered with atexit: they may touch Python objects)");
+    m.def("_raise_sigint_at", [](const std::string& phase) {
+              if (phase != "issue" && phase != "wait") throw InvalidArgument("_raise_sigint_at: expected 'issue' or 'wait'");
+              detail::arm_sigint(phase == "issue" ? detail::SigintPoint::issue : detail::SigintPoint::wait);
+          }, py::arg("phase"),
+          "For tests: the next operation of this process that reaches `phase` ('issue' or 'wait') raises SIGINT, once "
+          "(src/testing/sigint_points.hpp)");
     m.def("initialize_runtime", &initialize_runtime, "Apply ccl-core's oneCCL defaults and initialise oneCCL");
     m.def("env_defaults", [] {
         py::list out;

@@ -2,6 +2,7 @@
 // c10d::Backend and intrusive_ptr holders are the very types torch.distributed uses.
 #include "device_plugins.hpp"
 #include "process_group_ccl.hpp"
+#include "python_signals.hpp"
 #include "status_board.hpp"
 #include "torch_errors.hpp"
 
@@ -18,6 +19,7 @@ PYBIND11_MODULE(CCL_TORCH_MODULE, m) {  // _C_torch2_13 etc.: one per torch mino
     m.doc() = "The ccl process-group backend (oneCCL through ccl-core) for CPU tensors";
     py::module_::import("torch.distributed");  // registers c10d's Python types first
     ccl_torch::define_python_errors(m.ptr());
+    ccl_torch::check_interrupts_on_the_main_thread();
 
     py::class_<ccl_torch::ProcessGroupCCL, c10d::Backend, c10::intrusive_ptr<ccl_torch::ProcessGroupCCL>>(
         m, "ProcessGroupCCL",

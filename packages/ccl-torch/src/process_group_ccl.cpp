@@ -2,6 +2,7 @@
 
 #include "c10d_store.hpp"
 #include "device_plugins.hpp"
+#include "interrupts.hpp"
 #include "torch_errors.hpp"
 
 #include <cstdio>
@@ -241,6 +242,16 @@ c10::intrusive_ptr<CCLWork> ProcessGroupCCL::make_work(const OpSpec& spec, const
     if (coalescing_) coalesced_.push_back(work);
     ++seq_;
     return work;
+}
+
+void ProcessGroupCCL::abort_if_interrupted(const OpSpec& spec, ccl_core::Collectives& on) {
+    bool interrupted = false;
+    try {
+        check_for_interrupt(interrupted);
+    } catch (...) {
+        on.abort(std::string(spec.name) + " was interrupted while being issued");
+        throw;
+    }
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::barrier(const c10d::BarrierOptions& opts) {

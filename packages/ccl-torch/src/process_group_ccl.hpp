@@ -193,11 +193,19 @@ private:
         auto work = make_work(spec, checked.inputs, std::move(checked.outputs));
         Issue steps{work->operation(), *on, on};
         issue(steps, checked.plan);
-        if (spec.async) work->move_in_background();
+        if (spec.async) {
+            work->move_in_background();
+        } else {
+            abort_if_interrupted(spec, *on);
+        }
         return work;
     }
     c10::intrusive_ptr<CCLWork> make_work(const OpSpec& spec, const std::vector<at::Tensor>& inputs,
                                           std::vector<at::Tensor> outputs);
+    // A blocking call that a Ctrl-C reached before its wait began (while Python's lock was released for the issue, or
+    // just before the call): Python would raise KeyboardInterrupt as the call returns and never wait, leaving the op in
+    // flight in a group that seems usable. So the group is aborted here, and the interrupt raised from the call.
+    void abort_if_interrupted(const OpSpec& spec, ccl_core::Collectives& on);
     // The collectives for the op's device: ccl-core's communicator for CPU tensors, a plugin's for others (made at
     // the group's first op on that device). Checks that every tensor is on one device.
     std::shared_ptr<ccl_core::Collectives> collectives_for(const char* op, const std::vector<at::Tensor>& inputs,

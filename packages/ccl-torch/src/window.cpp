@@ -3,6 +3,7 @@
 
 #ifdef C10D_BACKEND_HAS_WINDOW
 
+#include "interrupts.hpp"
 #include "process_group_ccl.hpp"
 #include "torch_errors.hpp"
 
@@ -41,8 +42,14 @@ public:
         auto limit = timeout_;
         if (timeout != kNoTimeout && timeout < limit) limit = timeout;
         ccl_core::Backoff backoff;
+        auto next_check = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+        bool interrupted = false;
         while (!arrived()) {
             const auto now = std::chrono::steady_clock::now();
+            if (now >= next_check) {  // Ctrl-C (interrupts.hpp); the signal waited for still counts for this ticket
+                next_check = now + std::chrono::milliseconds(50);
+                check_for_interrupt(interrupted);
+            }
             if (now - start_ >= limit) {
                 C10_THROW_ERROR(DistBackendError,
                                 c10::str("ccl: window wait_signal: signal #", ticket_, " from rank ", peer_,

@@ -1,6 +1,7 @@
 #include "work.hpp"
 
 #include "hooks.hpp"
+#include "interrupts.hpp"
 #include "torch_errors.hpp"
 
 #include <ccl_core/backoff.hpp>
@@ -100,6 +101,7 @@ void WorkOperation::wait(std::optional<std::chrono::milliseconds> timeout, const
     const auto start = std::chrono::steady_clock::now();
     const auto deadline = timeout ? start + *timeout : created_ + timeout_;
     // A recv without src: until some peer has sent, it naps (Backoff), so it costs no CPU while it waits.
+    auto next_callback = start + std::chrono::milliseconds(50);
     for (ccl_core::Backoff backoff({}, start);;) {
         {
             std::lock_guard<std::mutex> lock(mutex_);
@@ -107,6 +109,10 @@ void WorkOperation::wait(std::optional<std::chrono::milliseconds> timeout, const
             if (issue_deferred()) break;
         }
         const auto now = std::chrono::steady_clock::now();
+        if (every_50ms && now >= next_callback) {
+            next_callback = now + std::chrono::milliseconds(50);
+            every_50ms();  // nothing issued yet: there is no op to abort
+        }
         if (now >= deadline) {
             std::lock_guard<std::mutex> lock(mutex_);
             try {
@@ -254,10 +260,13 @@ std::exception_ptr CCLWork::exception() const {
 }
 
 bool CCLWork::wait(std::chrono::milliseconds timeout) {
+    bool interrupted = false;
     try {
-        op_->wait(timeout == ::kNoTimeout ? std::nullopt : std::optional<std::chrono::milliseconds>(timeout), {});
+        op_->wait(timeout == ::kNoTimeout ? std::nullopt : std::optional<std::chrono::milliseconds>(timeout),
+                  [&] { check_for_interrupt(interrupted); });
         if (op_->test()) complete(nullptr);  // a device op may be only issued (EngineSettings::wait_for_completion)
     } catch (...) {
+        if (interrupted) throw;  // Ctrl-C: ccl-core aborted the group, whose error the op reports from now on
         complete(std::current_exception());
     }
     std::lock_guard<std::mutex> lock(mutex_);

@@ -7,6 +7,7 @@
 #include <ccl_core/types.hpp>
 
 #include <cstddef>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -18,6 +19,9 @@ public:
 
     virtual int rank() const = 0;
     virtual int size() const = 0;
+    // Aborts on the user's behalf: every op still waiting raises CommunicatorAborted within its next poll, and so does
+    // every later call.
+    virtual void abort(const std::string& reason) = 0;
 
     virtual Request allreduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) = 0;
     virtual Request reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root) = 0;

@@ -76,7 +76,7 @@ public:
     bool aborted() const;
     // Aborts on the user's behalf: every op still waiting raises CommunicatorAborted within its next poll (0.2 s at
     // most), and so does every later call.
-    void abort(const std::string& reason);
+    void abort(const std::string& reason) override;
     AbortCause abort_cause() const;    // AbortCause::none while usable
     std::string abort_reason() const;  // "" while usable
     // Runs before the communicator aborts on a failure (a timeout, a dead peer, an error), once; see Engine::on_abort.

@@ -3,6 +3,7 @@
 
 #include "../progress/progress_thread.hpp"
 #include "../shm/local_path.hpp"
+#include "../testing/sigint_points.hpp"
 
 #include <ccl_core/backoff.hpp>
 
@@ -23,6 +24,7 @@ EngineOperation::EngineOperation(std::shared_ptr<Engine> engine, std::string op,
     : engine_(std::move(engine)), op_(std::move(op)), peers_(std::move(peers)), finish_(std::move(finish)),
       timeout_(engine_->options().timeout) {
     detail::release_completed_operations();  // the caller's thread: see ProgressThread's graveyard
+    detail::sigint_point(detail::SigintPoint::issue);
 }
 
 EngineOperation::~EngineOperation() {
@@ -136,6 +138,7 @@ bool EngineOperation::test() {
 void EngineOperation::wait(std::optional<std::chrono::milliseconds> timeout, const std::function<void()>& every_50ms) {
     // Ordered on a device queue, an issued op needs no waiting: later work on that queue follows it.
     const bool until_issued = !engine_->settings().wait_for_completion;
+    detail::sigint_point(detail::SigintPoint::wait);
     struct Waiting {  // announces this wait to the progress thread (see Engine::oneccl_waiters)
         std::atomic<int>& count;
         explicit Waiting(std::atomic<int>& c) : count(c) { ++count; }

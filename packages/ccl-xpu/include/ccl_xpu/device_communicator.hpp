@@ -37,7 +37,7 @@ public:
     // Set after a timeout, a dead peer or an interrupted wait (as on host communicators): every later call throws
     // CommunicatorAborted.
     bool aborted() const;
-    void abort(const std::string& reason);
+    void abort(const std::string& reason) override;
 
     // The collectives of ccl_core/collectives.hpp on USM pointers of the communicator's context. avg is not offered
     // (oneCCL has no device-side avg on every version; the torch layer sums and divides on the device).
