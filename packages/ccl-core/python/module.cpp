@@ -7,7 +7,8 @@
 #include <ccl_core/python/py_request.hpp>
 
 #include "kernels/elementwise.hpp"
-#include "oneccl/runtime.hpp"
+#include <ccl_core/oneccl/runtime.hpp>
+#include "settings.hpp"
 #include "testing/sigint_points.hpp"
 
 #include <pybind11/chrono.h>
@@ -204,6 +205,11 @@ PYBIND11_MODULE(_ccl_core, m) {
         for (const auto& d : env_defaults()) out.append(py::make_tuple(d.name, d.value, d.why));
         return out;
     }, "(name, value, why) of every variable ccl-core sets when the user has not");
+    m.def("settings", [] {
+        py::list out;
+        for (const auto& s : detail::settings()) out.append(py::make_tuple(s.name, s.kind, s.default_value, s.meaning));
+        return out;
+    }, "(name, kind, default, meaning) of every environment setting of ccl-core's own");
     m.def("effective_environment", &effective_environment,
           "(name, value) of those variables as this process sees them now (os.environ does not see C setenv)");
 

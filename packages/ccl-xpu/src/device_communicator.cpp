@@ -3,11 +3,12 @@
 
 #include <ccl_core/errors.hpp>
 #include <ccl_core/oneccl/engine.hpp>
+#include <ccl_core/oneccl/runtime.hpp>
+#include <ccl_core/validate.hpp>
 
 #include <cstdlib>
 #include <map>
 #include <mutex>
-#include <numeric>
 
 namespace ccl_xpu {
 
@@ -17,7 +18,7 @@ using ccl_core::ReduceOp;
 using ccl_core::Request;
 
 // The device's part: the queues ops are ordered on, one oneCCL stream per queue, and a scratch address. Waiting,
-// timeouts, abort, the engine lock and the checks are the engine's.
+// timeouts and abort are the group's, the engine lock the engine's, the checks ccl-core's (validate.hpp).
 class DeviceCommunicator::Impl : public std::enable_shared_from_this<DeviceCommunicator::Impl> {
 public:
     std::shared_ptr<Engine> engine;
@@ -29,13 +30,34 @@ public:
 
     ~Impl() {
         // after an abort an op that never ends may hold it, and the runtime's free would wait for that op
-        if (scratch && !(engine && engine->aborted())) sycl::free(scratch, context);
+        if (scratch && !(engine && group().aborted())) sycl::free(scratch, context);
     }
 
-    // Issues on the queue the source names now (under torch: the caller's current stream, so it is asked here, on
-    // the caller's thread). oneCCL's SYCL build runs each call to completion, so the engine makes the call on its
-    // blocking-call thread (EngineSettings::calls_block): `start` must capture by value.
-    Request issue(const char* op, std::string peers, std::function<ccl::event(ccl::communicator&, ccl::stream&)> start) {
+    ccl_core::Group& group() const { return *engine->group(); }
+
+    // The checks every collective makes (ccl_core/validate.hpp), plus: a buffer must be USM memory of the
+    // communicator's context. oneCCL would otherwise read or write through a host pointer on the device (or another
+    // context's memory) and fail deep inside the queue, or crash.
+    void validate(const ccl_core::OpArgs& a) const {
+        ccl_core::validate(a, group().rank(), group().size(), [this](const char* op, const char* name, const void* p,
+                                                                      std::size_t count) {
+            if (count == 0 || p == nullptr) return;
+            if (sycl::get_pointer_type(p, context) == sycl::usm::alloc::unknown) {
+                throw ccl_core::InvalidArgument(std::string(op) + ": " + name + " is not USM memory of the "
+                                                "communicator's SYCL context (allocate it with "
+                                                "sycl::malloc_device/shared/host on that context, or pass a tensor on "
+                                                "the communicator's device)");
+            }
+        });
+    }
+
+    // Checks `a`, then issues it on the queue the source names now (under torch: the caller's current stream, so it
+    // is asked here, on the caller's thread). oneCCL's SYCL build runs each call to completion, so the engine makes
+    // the call on its blocking-call thread (EngineSettings::calls_block): `start` must capture by value.
+    Request issue(const ccl_core::OpArgs& a, std::function<ccl::event(ccl::communicator&, ccl::stream&)> start) {
+        validate(a);
+        const bool one_peer = a.kind == ccl_core::OpKind::send || a.kind == ccl_core::OpKind::recv;
+        std::string peers = one_peer ? "rank " + std::to_string(a.root) : group().all_ranks();
         ccl::stream* stream = nullptr;
         {
             sycl::queue& queue = queues();
@@ -44,24 +66,10 @@ public:
             if (found == streams.end()) found = streams.emplace(&queue, ccl::create_stream(queue)).first;
             stream = &found->second;  // map nodes stay put
         }
-        return engine->issue(op, std::move(peers), [self = shared_from_this(), stream, start](ccl::communicator& comm) {
-            return start(comm, *stream);
-        });
-    }
-    Request issue(const char* op, std::function<ccl::event(ccl::communicator&, ccl::stream&)> start) {
-        return issue(op, engine->all_ranks(), std::move(start));
-    }
-
-    // A buffer must be USM memory of the communicator's context: oneCCL would otherwise read or write through a
-    // host pointer on the device (or another context's memory) and fail deep inside the queue, or crash.
-    void check_buffer(const char* op, const char* name, const void* p, std::size_t count) const {
-        Engine::check_buffer(op, name, p, count);
-        if (count == 0 || p == nullptr) return;
-        if (sycl::get_pointer_type(p, context) == sycl::usm::alloc::unknown) {
-            throw ccl_core::InvalidArgument(std::string(op) + ": " + name + " is not USM memory of the communicator's "
-                                            "SYCL context (allocate it with sycl::malloc_device/shared/host on that "
-                                            "context, or pass a tensor on the communicator's device)");
-        }
+        return engine->issue(ccl_core::op_name(a.kind), std::move(peers),
+                             [self = shared_from_this(), stream, start](ccl::communicator& comm) {
+                                 return start(comm, *stream);
+                             });
     }
 };
 
@@ -75,8 +83,6 @@ ccl::reduction device_reduction(const char* op, ReduceOp r) {
     return ccl_core::detail::to_ccl(r);
 }
 
-std::size_t total(const std::vector<std::size_t>& v) { return std::accumulate(v.begin(), v.end(), std::size_t{0}); }
-
 }  // namespace
 
 std::shared_ptr<DeviceCommunicator> DeviceCommunicator::create(std::shared_ptr<ccl_core::Store> store, int rank,
@@ -89,8 +95,6 @@ std::shared_ptr<DeviceCommunicator> DeviceCommunicator::create(std::shared_ptr<c
     auto impl = std::make_shared<Impl>();
     impl->queues = std::move(queues);
     ccl_core::EngineSettings settings;
-    settings.kind = "device communicator";
-    settings.key_prefix = "ccl_xpu";
     const char* blocking = std::getenv("CCL_BLOCKING_WAIT");
     settings.wait_for_completion = !(blocking && std::string(blocking) == "0");
     settings.calls_block = true;  // oneCCL's SYCL build over OFI runs every op inside its call (see Impl::issue)
@@ -106,11 +110,14 @@ std::shared_ptr<DeviceCommunicator> DeviceCommunicator::create(std::shared_ptr<c
         auto context = ccl::create_context(first->get_context());
         return ccl::create_communicator(n, r, device, context, kvs);
     };
-    impl->engine = Engine::create(std::move(store), rank, size, options, std::move(settings));
+    ccl_core::initialize_runtime();
+    impl->engine = Engine::create(ccl_core::Group::join(std::move(store), rank, size, options,
+                                                        {"device communicator", "ccl_xpu"}),
+                                  std::move(settings));
     try {
         impl->scratch = sycl::malloc_device(64, *first);
     } catch (const sycl::exception& e) {
-        throw ccl_core::BackendError("bootstrap of " + impl->engine->describe() + ": SYCL error: " + e.what());
+        throw ccl_core::BackendError("bootstrap of " + impl->group().describe() + ": SYCL error: " + e.what());
     }
     return std::shared_ptr<DeviceCommunicator>(new DeviceCommunicator(std::move(impl)));
 }
@@ -118,42 +125,35 @@ std::shared_ptr<DeviceCommunicator> DeviceCommunicator::create(std::shared_ptr<c
 DeviceCommunicator::DeviceCommunicator(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 DeviceCommunicator::~DeviceCommunicator() = default;
 
-int DeviceCommunicator::rank() const { return impl_->engine->rank(); }
-int DeviceCommunicator::size() const { return impl_->engine->size(); }
-bool DeviceCommunicator::aborted() const { return impl_->engine->aborted(); }
-void DeviceCommunicator::abort(const std::string& reason) { impl_->engine->abort(reason); }
+int DeviceCommunicator::rank() const { return impl_->group().rank(); }
+int DeviceCommunicator::size() const { return impl_->group().size(); }
+bool DeviceCommunicator::aborted() const { return impl_->group().aborted(); }
+void DeviceCommunicator::abort(const std::string& reason) { impl_->group().abort(reason); }
 
 namespace dt = ccl_core::detail;
+using ccl_core::OpArgs;
+using ccl_core::OpKind;
 using Stream = ccl::stream;
 
 Request DeviceCommunicator::allreduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
-    const char* name = "allreduce";
-    impl_->check_buffer(name, "send", send, count);
-    impl_->check_buffer(name, "recv", recv, count);
-    const auto red = device_reduction(name, op);
-    return impl_->issue(name, [=](ccl::communicator& comm, Stream& s) {
+    const auto red = device_reduction("allreduce", op);
+    return impl_->issue({OpKind::allreduce, send, recv, count, dtype, op}, [=](ccl::communicator& comm, Stream& s) {
         return ccl::allreduce(send, recv, count, dt::to_ccl(dtype), red, comm, s);
     });
 }
 
 Request DeviceCommunicator::reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op, int root) {
-    const char* name = "reduce";
-    impl_->engine->check_rank(name, "root", root);
-    impl_->check_buffer(name, "send", send, count);
-    impl_->check_buffer(name, "recv", recv, count);
-    const auto red = device_reduction(name, op);
-    return impl_->issue(name, [=](ccl::communicator& comm, Stream& s) {
+    const auto red = device_reduction("reduce", op);
+    return impl_->issue({OpKind::reduce, send, recv, count, dtype, op, root}, [=](ccl::communicator& comm, Stream& s) {
         return ccl::reduce(send, recv, count, dt::to_ccl(dtype), red, root, comm, s);
     });
 }
 
 Request DeviceCommunicator::broadcast(void* buffer, std::size_t count, DType dtype, int root) {
-    const char* name = "broadcast";
-    impl_->engine->check_rank(name, "root", root);
-    impl_->check_buffer(name, "buffer", buffer, count);
-    return impl_->issue(name, [=](ccl::communicator& comm, Stream& s) {
-        return ccl::broadcast(buffer, count, dt::to_ccl(dtype), root, comm, s);
-    });
+    return impl_->issue({OpKind::broadcast, buffer, buffer, count, dtype, ReduceOp::sum, root},
+                        [=](ccl::communicator& comm, Stream& s) {
+                            return ccl::broadcast(buffer, count, dt::to_ccl(dtype), root, comm, s);
+                        });
 }
 
 Request DeviceCommunicator::allgather(const void* send, void* recv, std::size_t count, DType dtype) {
@@ -162,88 +162,69 @@ Request DeviceCommunicator::allgather(const void* send, void* recv, std::size_t 
 
 Request DeviceCommunicator::allgatherv(const void* send, std::size_t send_count, void* recv,
                                        const std::vector<std::size_t>& recv_counts, DType dtype) {
-    const char* name = "allgather";
-    impl_->engine->check_counts(name, "recv_counts", recv_counts);
-    if (recv_counts[static_cast<std::size_t>(rank())] != send_count) {
-        throw ccl_core::InvalidArgument(std::string(name) + ": recv_counts[" + std::to_string(rank()) + "] is " +
-                                        std::to_string(recv_counts[static_cast<std::size_t>(rank())]) +
-                                        " but this rank sends " + std::to_string(send_count) + " elements");
-    }
-    impl_->check_buffer(name, "send", send, send_count);
-    impl_->check_buffer(name, "recv", recv, total(recv_counts));
-    return impl_->issue(name, [=](ccl::communicator& comm, Stream& s) {
+    OpArgs a{OpKind::allgatherv, send, recv, send_count, dtype};
+    a.recv_counts = &recv_counts;
+    return impl_->issue(a, [=](ccl::communicator& comm, Stream& s) {
         return ccl::allgatherv(send, send_count, recv, recv_counts, dt::to_ccl(dtype), comm, s);
     });
 }
 
 Request DeviceCommunicator::reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType dtype,
                                            ReduceOp op) {
-    const char* name = "reduce_scatter";
-    impl_->check_buffer(name, "send", send, recv_count * static_cast<std::size_t>(size()));
-    impl_->check_buffer(name, "recv", recv, recv_count);
-    const auto red = device_reduction(name, op);
-    return impl_->issue(name, [=](ccl::communicator& comm, Stream& s) {
-        return ccl::reduce_scatter(send, recv, recv_count, dt::to_ccl(dtype), red, comm, s);
-    });
+    const auto red = device_reduction("reduce_scatter", op);
+    return impl_->issue({OpKind::reduce_scatter, send, recv, recv_count, dtype, op},
+                        [=](ccl::communicator& comm, Stream& s) {
+                            return ccl::reduce_scatter(send, recv, recv_count, dt::to_ccl(dtype), red, comm, s);
+                        });
 }
 
 Request DeviceCommunicator::alltoall(const void* send, void* recv, std::size_t count, DType dtype) {
-    const char* name = "alltoall";
-    impl_->check_buffer(name, "send", send, count * static_cast<std::size_t>(size()));
-    impl_->check_buffer(name, "recv", recv, count * static_cast<std::size_t>(size()));
-    return impl_->issue(name, [=](ccl::communicator& comm, Stream& s) {
+    return impl_->issue({OpKind::alltoall, send, recv, count, dtype}, [=](ccl::communicator& comm, Stream& s) {
         return ccl::alltoall(send, recv, count, dt::to_ccl(dtype), comm, s);
     });
 }
 
 Request DeviceCommunicator::alltoallv(const void* send, const std::vector<std::size_t>& send_counts, void* recv,
                                       const std::vector<std::size_t>& recv_counts, DType dtype) {
-    const char* name = "alltoallv";
-    impl_->engine->check_counts(name, "send_counts", send_counts);
-    impl_->engine->check_counts(name, "recv_counts", recv_counts);
-    impl_->check_buffer(name, "send", send, total(send_counts));
-    impl_->check_buffer(name, "recv", recv, total(recv_counts));
+    OpArgs a{OpKind::alltoallv, send, recv, 0, dtype};
+    a.send_counts = &send_counts;
+    a.recv_counts = &recv_counts;
     void* scratch = impl_->scratch;
-    return impl_->issue(name, [=](ccl::communicator& comm, Stream& s) {
+    return impl_->issue(a, [=](ccl::communicator& comm, Stream& s) {
         return ccl::alltoallv(send ? send : scratch, send_counts, recv ? recv : scratch, recv_counts,
                               dt::to_ccl(dtype), comm, s);
     });
 }
 
+// gather and scatter: the alltoallv in which only the root receives (gather) or sends (scatter).
 Request DeviceCommunicator::gather(const void* send, void* recv, std::size_t count, DType dtype, int root) {
-    impl_->engine->check_rank("gather", "root", root);
+    impl_->validate({OpKind::gather, send, recv, count, dtype, ReduceOp::sum, root});
     const auto counts = ccl_core::gather_as_alltoallv(size(), rank(), root, count);
     return alltoallv(send, counts.send, rank() == root ? recv : nullptr, counts.recv, dtype);
 }
 
 Request DeviceCommunicator::scatter(const void* send, void* recv, std::size_t count, DType dtype, int root) {
-    impl_->engine->check_rank("scatter", "root", root);
+    impl_->validate({OpKind::scatter, send, recv, count, dtype, ReduceOp::sum, root});
     const auto counts = ccl_core::scatter_as_alltoallv(size(), rank(), root, count);
     return alltoallv(rank() == root ? send : nullptr, counts.send, recv, counts.recv, dtype);
 }
 
 Request DeviceCommunicator::send(const void* buffer, std::size_t count, DType dtype, int peer) {
-    const char* name = "send";
-    impl_->engine->check_rank(name, "peer", peer);
-    if (peer == rank()) throw ccl_core::InvalidArgument("send: peer " + std::to_string(peer) + " is this rank; send to a different rank");
-    impl_->check_buffer(name, "buffer", buffer, count);
-    return impl_->issue(name, "rank " + std::to_string(peer), [=](ccl::communicator& comm, Stream& s) {
-        return ccl::send(const_cast<void*>(buffer), count, dt::to_ccl(dtype), peer, comm, s);
-    });
+    return impl_->issue({OpKind::send, buffer, nullptr, count, dtype, ReduceOp::sum, peer},
+                        [=](ccl::communicator& comm, Stream& s) {
+                            return ccl::send(const_cast<void*>(buffer), count, dt::to_ccl(dtype), peer, comm, s);
+                        });
 }
 
 Request DeviceCommunicator::recv(void* buffer, std::size_t count, DType dtype, int peer) {
-    const char* name = "recv";
-    impl_->engine->check_rank(name, "peer", peer);
-    if (peer == rank()) throw ccl_core::InvalidArgument("recv: peer " + std::to_string(peer) + " is this rank; receive from a different rank");
-    impl_->check_buffer(name, "buffer", buffer, count);
-    return impl_->issue(name, "rank " + std::to_string(peer), [=](ccl::communicator& comm, Stream& s) {
-        return ccl::recv(buffer, count, dt::to_ccl(dtype), peer, comm, s);
-    });
+    return impl_->issue({OpKind::recv, nullptr, buffer, count, dtype, ReduceOp::sum, peer},
+                        [=](ccl::communicator& comm, Stream& s) {
+                            return ccl::recv(buffer, count, dt::to_ccl(dtype), peer, comm, s);
+                        });
 }
 
 Request DeviceCommunicator::barrier() {
-    return impl_->issue("barrier", [=](ccl::communicator& comm, Stream& s) { return ccl::barrier(comm, s); });
+    return impl_->issue({OpKind::barrier}, [=](ccl::communicator& comm, Stream& s) { return ccl::barrier(comm, s); });
 }
 
 }  // namespace ccl_xpu

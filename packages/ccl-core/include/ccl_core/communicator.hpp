@@ -4,6 +4,7 @@
 #include <ccl_core/collectives.hpp>
 #include <ccl_core/communicator_options.hpp>
 #include <ccl_core/errors.hpp>
+#include <ccl_core/op_args.hpp>
 #include <ccl_core/request.hpp>
 #include <ccl_core/store.hpp>
 #include <ccl_core/types.hpp>
@@ -19,7 +20,7 @@
 namespace ccl_core {
 
 namespace detail {
-struct CommunicatorInternals;  // communicator_impl.hpp: what other parts of ccl-core reach inside a communicator
+class ShmCollectives;  // src/shm (private to ccl-core)
 }
 
 class Communicator final : public Collectives {
@@ -107,8 +108,10 @@ public:
     std::shared_ptr<Communicator> subgroup(const std::vector<int>& ranks, const std::string& name = "");
 
 private:
-    friend struct detail::CommunicatorInternals;
     explicit Communicator(std::shared_ptr<Impl> impl);
+    // Every collective: checked (validate.hpp), then run on the path the router chooses; `finish` once it is through.
+    Request run(const OpArgs& a, std::function<void()> finish = {});
+    detail::ShmCollectives* shm() const;
     std::shared_ptr<Impl> impl_;  // shared with requests in flight
 };
 

@@ -40,6 +40,7 @@ from ._ccl_core import (
     oneccl_library_path,
     oneccl_version,
     progress_mode,
+    settings,
     supported_kernel_levels,
 )
 from ._bootstrap import detect_launch, first_slurm_host, free_port, init_from_env, rendezvous_address

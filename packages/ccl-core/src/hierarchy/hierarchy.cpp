@@ -1,8 +1,7 @@
 #include "hierarchy.hpp"
 
-#include "../communicator_internals.hpp"
-#include "../env_settings.hpp"
-#include "../oneccl/engine_operation.hpp"
+#include "../group/group_operation.hpp"
+#include "../settings.hpp"
 #include "../store/store_text.hpp"
 
 #include <algorithm>
@@ -75,13 +74,13 @@ struct Hierarchy::Chain {
 
 namespace {
 
-// A hierarchical op as the group's operation: the group's deadline, abort and dead-peer checks (EngineOperation)
+// A hierarchical op as the group's operation: the group's deadline, abort and dead-peer checks (GroupOperation)
 // around its chain.
-class ChainOperation final : public EngineOperation {
+class ChainOperation final : public GroupOperation {
 public:
-    ChainOperation(std::shared_ptr<Engine> group, const char* op, std::function<void()> finish,
+    ChainOperation(std::shared_ptr<Group> group, const char* op, std::function<void()> finish,
                    std::shared_ptr<Hierarchy> hierarchy, std::shared_ptr<Hierarchy::Chain> chain)
-        : EngineOperation(group, op, group->all_ranks(), std::move(finish)), hierarchy_(std::move(hierarchy)),
+        : GroupOperation(group, op, group->all_ranks(), std::move(finish)), hierarchy_(std::move(hierarchy)),
           chain_(std::move(chain)) {}
 
 private:
@@ -96,7 +95,8 @@ private:
 
 // ---- creation -----------------------------------------------------------------------------------------------
 
-std::shared_ptr<Hierarchy> Hierarchy::create(const Engine& group, Milliseconds timeout, std::string& status) {
+std::shared_ptr<Hierarchy> Hierarchy::create(std::shared_ptr<Group> whole, Milliseconds timeout, std::string& status) {
+    const Group& group = *whole;
     const std::vector<int>& host_of = group.host_of_ranks();
     const int hosts = *std::max_element(host_of.begin(), host_of.end()) + 1;
     std::vector<int> per_host(static_cast<std::size_t>(hosts), 0);
@@ -117,14 +117,9 @@ std::shared_ptr<Hierarchy> Hierarchy::create(const Engine& group, Milliseconds t
         return std::max(Milliseconds(0), std::chrono::duration_cast<Milliseconds>(deadline - std::chrono::steady_clock::now()));
     };
     PrefixStore agreed("ccl_core/hierarchy", group.store());
-    const std::string mine = env_or("CCL_CORE_HIERARCHY", "1");
-    const std::string min_bytes = env_or("CCL_CORE_HIERARCHY_MIN_BYTES", std::to_string(kDefaultMinBytes));
-    if (mine != "0" && mine != "1") throw InvalidArgument("CCL_CORE_HIERARCHY=" + mine + ": use 1 (default) or 0");
-    const std::string piece_bytes = env_or("CCL_CORE_HIERARCHY_PIECE_BYTES", std::to_string(kDefaultPieceBytes));
-    (void)parse_bytes("CCL_CORE_HIERARCHY_MIN_BYTES", min_bytes);
-    if (parse_bytes("CCL_CORE_HIERARCHY_PIECE_BYTES", piece_bytes) == 0) {
-        throw InvalidArgument("CCL_CORE_HIERARCHY_PIECE_BYTES=0: give a positive number of bytes");
-    }
+    const std::string mine = setting_on("CCL_CORE_HIERARCHY") ? "1" : "0";
+    const std::string min_bytes = std::to_string(setting_bytes("CCL_CORE_HIERARCHY_MIN_BYTES", kDefaultMinBytes));
+    const std::string piece_bytes = std::to_string(setting_bytes("CCL_CORE_HIERARCHY_PIECE_BYTES", kDefaultPieceBytes));
     agreed.set(std::to_string(group.rank()), text(mine + " " + min_bytes + " " + piece_bytes));
     std::string off;
     std::size_t threshold = 0, piece = 0;
@@ -147,6 +142,7 @@ std::shared_ptr<Hierarchy> Hierarchy::create(const Engine& group, Milliseconds t
     }
 
     std::shared_ptr<Hierarchy> h(new Hierarchy());
+    h->group_ = whole;
     h->hosts_ = hosts;
     h->local_size_ = per_host[0];
     h->host_ = host_of[static_cast<std::size_t>(group.rank())];
@@ -164,27 +160,23 @@ std::shared_ptr<Hierarchy> Hierarchy::create(const Engine& group, Milliseconds t
     // op, issued after the group's op, must not run out of time before it (whose error names the whole group)
     CommunicatorOptions options = group.options();
     const std::string name = options.name;
-    options.name = name + "/host" + std::to_string(h->host_);
-    h->local_ = Communicator::create(std::make_shared<PrefixStore>("ccl_core/hierarchy/host" + std::to_string(h->host_),
-                                                                   group.store()),
-                                     h->local_rank_, h->local_size_, options);
-    options.name = name + "/across" + std::to_string(h->local_rank_);
-    h->cross_ = Communicator::create(std::make_shared<PrefixStore>("ccl_core/hierarchy/across" +
-                                                                   std::to_string(h->local_rank_), group.store()),
-                                     h->host_, hosts, options);
+    auto inner = [&](const std::string& key, int rank, int size) {
+        options.name = name + "/" + key;
+        auto store = std::make_shared<PrefixStore>("ccl_core/hierarchy/" + key, group.store());
+        std::string shm_status;
+        return FlatCollectives::create(Group::join(std::move(store), rank, size, options), options.timeout, shm_status);
+    };
+    h->local_ = inner("host" + std::to_string(h->host_), h->local_rank_, h->local_size_);
+    h->cross_ = inner("across" + std::to_string(h->local_rank_), h->host_, hosts);
     status = "on: " + std::to_string(hosts) + " hosts x " + std::to_string(h->local_size_) + " ranks";
     return h;
 }
 
 Hierarchy::~Hierarchy() = default;
 
-bool Hierarchy::takes(std::size_t bytes, std::size_t count) const {
-    return bytes >= min_bytes_ && count >= static_cast<std::size_t>(local_size_);
-}
-
 void Hierarchy::abort(const std::string& reason) {
-    local_->abort(reason);
-    cross_->abort(reason);
+    local_->group()->abort(reason);
+    cross_->group()->abort(reason);
 }
 
 // ---- moving chains ------------------------------------------------------------------------------------------
@@ -239,15 +231,14 @@ void Hierarchy::advance_queue() {
     }
 }
 
-Request Hierarchy::start(const std::shared_ptr<Engine>& group, const char* op, std::shared_ptr<Chain> chain,
-                         std::function<void()> finish) {
-    group->throw_if_aborted(op);
+Request Hierarchy::start(const char* op, std::shared_ptr<Chain> chain, std::function<void()> finish) {
+    group_->throw_if_aborted(op);
     chain->seal();
     {
         std::lock_guard<std::mutex> lock(mutex_);
         queue_.push_back(chain);
     }
-    return Request(std::make_shared<ChainOperation>(group, op, std::move(finish), shared_from_this(), std::move(chain)));
+    return Request(std::make_shared<ChainOperation>(group_, op, std::move(finish), shared_from_this(), std::move(chain)));
 }
 
 // ---- the ops ------------------------------------------------------------------------------------------------
@@ -266,8 +257,49 @@ std::vector<Hierarchy::Piece> Hierarchy::pieces(std::size_t count, std::size_t m
     return out;
 }
 
-Request Hierarchy::allreduce(const std::shared_ptr<Engine>& group, const void* send, void* recv, std::size_t count,
-                             DType dtype, ReduceOp op, std::function<void()> finish) {
+namespace {
+
+// The stages' ops on the inner groups (a host's ranks, or one local index per host), as their flat collectives run
+// them. `runs` (shared memory only): where the blocks lie in the caller's buffer.
+Request allreduce_on(FlatCollectives& on, const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
+    return on.run({OpKind::allreduce, send, recv, count, dtype, op});
+}
+Request reduce_scatter_on(FlatCollectives& on, const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                          std::shared_ptr<const ShmCollectives::Runs> runs = nullptr) {
+    const OpArgs a{OpKind::reduce_scatter, send, recv, count, dtype, op};
+    return runs ? on.run(a, Path::shared_memory, {}, std::move(runs)) : on.run(a);
+}
+Request allgather_on(FlatCollectives& on, const void* send, void* recv, std::size_t count, DType dtype,
+                     std::shared_ptr<const ShmCollectives::Runs> runs = nullptr) {
+    const std::vector<std::size_t> counts(static_cast<std::size_t>(on.group()->size()), count);
+    OpArgs a{OpKind::allgatherv, send, recv, count, dtype};
+    a.recv_counts = &counts;  // read while the op is issued, within run()
+    return runs ? on.run(a, Path::shared_memory, {}, std::move(runs)) : on.run(a);
+}
+Request broadcast_on(FlatCollectives& on, void* buffer, std::size_t count, DType dtype, int root) {
+    OpArgs a{OpKind::broadcast, buffer, buffer, count, dtype};
+    a.root = root;
+    return on.run(a);
+}
+
+}  // namespace
+
+Request Hierarchy::run(const OpArgs& a, std::function<void()> finish) {
+    switch (a.kind) {
+        case OpKind::allreduce: return allreduce(a, std::move(finish));
+        case OpKind::reduce_scatter: return reduce_scatter(a, std::move(finish));
+        case OpKind::allgatherv: return allgather(a);
+        case OpKind::broadcast: return broadcast(a);
+        default: throw Unsupported(std::string(op_name(a.kind)) + " has no hierarchical form");
+    }
+}
+
+Request Hierarchy::allreduce(const OpArgs& a, std::function<void()> finish) {
+    const void* send = a.send;
+    void* recv = a.recv;
+    const std::size_t count = a.count;
+    const DType dtype = a.dtype;
+    const ReduceOp op = a.op;
     const ReduceOp inner = op == ReduceOp::avg ? ReduceOp::sum : op;
     const auto L = static_cast<std::size_t>(local_size_), me = static_cast<std::size_t>(local_rank_);
     auto chain = std::make_shared<Chain>();
@@ -279,18 +311,18 @@ Request Hierarchy::allreduce(const std::shared_ptr<Engine>& group, const void* s
         const void* in = at(send, p.first, dtype);
         void* out = at(recv, p.first, dtype);
         void* mine = at(recv, p.first + share * me, dtype);
-        chain->add_lane({{Chain::local, [=] { return local->reduce_scatter(in, mine, share, dtype, inner); }},
-                         {Chain::cross, [=] { return cross->allreduce(mine, mine, share, dtype, inner); }},
-                         {Chain::local, [=] { return local->allgather(mine, out, share, dtype); }}});
+        chain->add_lane({{Chain::local, [=] { return reduce_scatter_on(*local, in, mine, share, dtype, inner); }},
+                         {Chain::cross, [=] { return allreduce_on(*cross, mine, mine, share, dtype, inner); }},
+                         {Chain::local, [=] { return allgather_on(*local, mine, out, share, dtype); }}});
         covered = p.first + p.n;
     }
     if (const std::size_t tail = count - covered; tail > 0) {  // fewer than L elements: inside the host, then across
         const void* in = at(send, covered, dtype);
         void* out = at(recv, covered, dtype);
-        chain->add_lane({{Chain::local, [=] { return local->allreduce(in, out, tail, dtype, inner); }},
-                         {Chain::cross, [=] { return cross->allreduce(out, out, tail, dtype, inner); }}});
+        chain->add_lane({{Chain::local, [=] { return allreduce_on(*local, in, out, tail, dtype, inner); }},
+                         {Chain::cross, [=] { return allreduce_on(*cross, out, out, tail, dtype, inner); }}});
     }
-    return start(group, "allreduce", std::move(chain), std::move(finish));
+    return start("allreduce", std::move(chain), std::move(finish));
 }
 
 // Where the pieces of the blocks that local rank i handles lie in the caller's buffer: the blocks of local index i on
@@ -307,17 +339,21 @@ std::shared_ptr<const ShmCollectives::Runs> Hierarchy::runs_of_local_indices(std
     return runs;
 }
 
-Request Hierarchy::reduce_scatter(const std::shared_ptr<Engine>& group, const void* send, void* recv,
-                                  std::size_t recv_count, DType dtype, ReduceOp op, std::function<void()> finish) {
+Request Hierarchy::reduce_scatter(const OpArgs& a, std::function<void()> finish) {
+    const void* send = a.send;
+    void* recv = a.recv;
+    const std::size_t recv_count = a.count;
+    const DType dtype = a.dtype;
+    const ReduceOp op = a.op;
     const ReduceOp inner = op == ReduceOp::avg ? ReduceOp::sum : op;
     const auto H = static_cast<std::size_t>(hosts_), L = static_cast<std::size_t>(local_size_);
     const std::size_t e = dtype_size(dtype);
     // Piece [first, first + n) of every block, by local index: local rank i reduces, over its host, that piece of the
     // blocks of local index i on every host (host order), then reduce-scatters it with the other hosts. The
     // shared-memory path reads those pieces where they lie; without it they are regrouped into a buffer first.
-    const bool in_place = local_->shared_memory();
+    const bool by_runs = local_->shm() != nullptr;
     const std::vector<Piece> parts = pieces(recv_count, 1, dtype);
-    Scratch by_index = in_place ? nullptr : scratch(L * H * recv_count, dtype);
+    Scratch by_index = by_runs ? nullptr : scratch(L * H * recv_count, dtype);
     Scratch host_sum = scratch(H * recv_count, dtype);
     auto chain = std::make_shared<Chain>();
     auto local = local_, cross = cross_;
@@ -326,11 +362,9 @@ Request Hierarchy::reduce_scatter(const std::shared_ptr<Engine>& group, const vo
         void* out = at(recv, p.first, dtype);
         const std::size_t n = p.n;
         std::function<Request()> inside;
-        if (in_place) {
+        if (by_runs) {
             auto runs = runs_of_local_indices(recv_count, p.first, n);
-            inside = [=] {
-                return CommunicatorInternals::reduce_scatter_from_runs(*local, send, summed, H * n, dtype, inner, runs);
-            };
+            inside = [=] { return reduce_scatter_on(*local, send, summed, H * n, dtype, inner, runs); };
         } else {
             char* regrouped = by_index->data() + L * H * p.first * e;  // this piece's L x H blocks of p.n elements
             for (std::size_t i = 0; i < L; ++i) {
@@ -340,46 +374,50 @@ Request Hierarchy::reduce_scatter(const std::shared_ptr<Engine>& group, const vo
                                 static_cast<const char*>(send) + (r * recv_count + p.first) * e, n * e);
                 }
             }
-            inside = [=] { return local->reduce_scatter(regrouped, summed, H * n, dtype, inner); };
+            inside = [=] { return reduce_scatter_on(*local, regrouped, summed, H * n, dtype, inner); };
         }
         chain->add_lane({{Chain::local, inside},
-                         {Chain::cross, [=] { return cross->reduce_scatter(summed, out, n, dtype, inner); }}});
+                         {Chain::cross, [=] { return reduce_scatter_on(*cross, summed, out, n, dtype, inner); }}});
     }
-    return start(group, "reduce_scatter", std::move(chain), [by_index, host_sum, finish = std::move(finish)] {
+    return start("reduce_scatter", std::move(chain), [by_index, host_sum, finish = std::move(finish)] {
         if (finish) finish();
     });
 }
 
-Request Hierarchy::allgather(const std::shared_ptr<Engine>& group, const void* send, void* recv, std::size_t count,
-                             DType dtype) {
+Request Hierarchy::allgather(const OpArgs& a) {
+    const void* send = a.send;
+    void* recv = a.recv;
+    const std::size_t count = a.count;
+    const DType dtype = a.dtype;
     const auto H = static_cast<std::size_t>(hosts_), L = static_cast<std::size_t>(local_size_);
     const std::size_t e = dtype_size(dtype);
     // Across hosts first (each local index gathers its own input of every host), then inside the host: the
     // shared-memory path writes each host's block of each local index straight to its place in the output; without
     // it the host's gather lands in a buffer, reordered into rank order at the end.
-    const bool in_place = local_->shared_memory();
+    const bool by_runs = local_->shm() != nullptr;
     const std::vector<Piece> parts = pieces(count, 1, dtype);
     Scratch across = scratch(H * count, dtype);        // per piece: this local index's input of every host
-    Scratch gathered = in_place ? nullptr : scratch(L * H * count, dtype);  // per piece: every local index's `across`
+    Scratch gathered = by_runs ? nullptr : scratch(L * H * count, dtype);  // per piece: every local index's `across`
     auto chain = std::make_shared<Chain>();
     auto local = local_, cross = cross_;
     for (const Piece& p : parts) {
         const void* in = at(send, p.first, dtype);
-        char* a = across->data() + H * p.first * e;
+        char* gathered_across = across->data() + H * p.first * e;
         const std::size_t n = p.n;
         std::function<Request()> inside;
-        if (in_place) {
+        if (by_runs) {
             auto runs = runs_of_local_indices(count, p.first, n);
-            inside = [=] { return CommunicatorInternals::allgather_into_runs(*local, a, recv, H * n, dtype, runs); };
+            inside = [=] { return allgather_on(*local, gathered_across, recv, H * n, dtype, runs); };
         } else {
             char* g = gathered->data() + L * H * p.first * e;
-            inside = [=] { return local->allgather(a, g, H * n, dtype); };
+            inside = [=] { return allgather_on(*local, gathered_across, g, H * n, dtype); };
         }
-        chain->add_lane({{Chain::cross, [=] { return cross->allgather(in, a, n, dtype); }}, {Chain::local, inside}});
+        chain->add_lane({{Chain::cross, [=] { return allgather_on(*cross, in, gathered_across, n, dtype); }},
+                         {Chain::local, inside}});
     }
-    if (in_place) return start(group, "allgather", std::move(chain), [across] {});  // the stages use it
+    if (by_runs) return start("allgather", std::move(chain), [across] {});  // the stages use it
     std::vector<int> order = rank_at_;
-    return start(group, "allgather", std::move(chain), [=, keep = across] {
+    return start("allgather", std::move(chain), [=, keep = across] {
         for (const Piece& p : parts) {
             const char* g = gathered->data() + L * H * p.first * e;
             for (std::size_t i = 0; i < L; ++i) {
@@ -392,8 +430,11 @@ Request Hierarchy::allgather(const std::shared_ptr<Engine>& group, const void* s
     });
 }
 
-Request Hierarchy::broadcast(const std::shared_ptr<Engine>& group, void* buffer, std::size_t count, DType dtype,
-                             int root) {
+Request Hierarchy::broadcast(const OpArgs& a) {
+    void* buffer = a.recv;
+    const std::size_t count = a.count;
+    const DType dtype = a.dtype;
+    const int root = a.root;
     int root_host = 0, root_index = 0;
     for (int h = 0; h < hosts_; ++h) {
         for (int i = 0; i < local_size_; ++i) {
@@ -407,12 +448,12 @@ Request Hierarchy::broadcast(const std::shared_ptr<Engine>& group, void* buffer,
         const std::size_t n = p.n;
         std::vector<Chain::Stage> stages;
         if (local_rank_ == root_index) {  // the root's local index carries it between hosts
-            stages.push_back({Chain::cross, [=] { return cross->broadcast(piece, n, dtype, root_host); }});
+            stages.push_back({Chain::cross, [=] { return broadcast_on(*cross, piece, n, dtype, root_host); }});
         }
-        stages.push_back({Chain::local, [=] { return local->broadcast(piece, n, dtype, root_index); }});
+        stages.push_back({Chain::local, [=] { return broadcast_on(*local, piece, n, dtype, root_index); }});
         chain->add_lane(std::move(stages));
     }
-    return start(group, "broadcast", std::move(chain), {});
+    return start("broadcast", std::move(chain), {});
 }
 
 }  // namespace ccl_core::detail

@@ -20,11 +20,11 @@
 // communicator in a fixed order, and only once every earlier op has issued all of its own there.
 #pragma once
 
-#include "../shm/local_path.hpp"
-#include "../shm/shm_collectives.hpp"
+#include "../group/local_path.hpp"
+#include "../routing/flat_collectives.hpp"
 
-#include <ccl_core/communicator.hpp>
-#include <ccl_core/oneccl/engine.hpp>
+#include <ccl_core/group.hpp>
+#include <ccl_core/op_args.hpp>
 
 #include <deque>
 #include <functional>
@@ -40,22 +40,18 @@ public:
     // Collective over the group's store. nullptr when the group does not span hosts with the same number (>= 2) of
     // ranks on each, or when any rank has CCL_CORE_HIERARCHY=0; `status` says which ("on: 2 hosts x 2 ranks",
     // "off: hosts hold 2, 1 ranks").
-    static std::shared_ptr<Hierarchy> create(const Engine& group, Milliseconds timeout, std::string& status);
+    static std::shared_ptr<Hierarchy> create(std::shared_ptr<Group> group, Milliseconds timeout, std::string& status);
     ~Hierarchy() override;
 
-    // Whether an op that moves `bytes` per rank (the whole buffer of allreduce and broadcast, one rank's block of
-    // allgather and reduce_scatter) of `count` elements goes this way. Below CCL_CORE_HIERARCHY_MIN_BYTES (rank 0's,
-    // agreed at creation) oneCCL's flat path is faster: one latency instead of three.
-    bool takes(std::size_t bytes, std::size_t count) const;
+    // What the router needs to know: ops below CCL_CORE_HIERARCHY_MIN_BYTES per rank (rank 0's, agreed at creation)
+    // go oneCCL's flat way, which is faster there (one latency instead of three), and so do ops of fewer elements than
+    // a host has ranks.
+    std::size_t min_bytes() const { return min_bytes_; }
+    std::size_t min_count() const { return static_cast<std::size_t>(local_size_); }
 
-    // The ops; `finish` runs once the op is through (avg's division). Sums stand for avg (the caller divides).
-    Request allreduce(const std::shared_ptr<Engine>& group, const void* send, void* recv, std::size_t count,
-                      DType dtype, ReduceOp op, std::function<void()> finish);
-    Request reduce_scatter(const std::shared_ptr<Engine>& group, const void* send, void* recv, std::size_t recv_count,
-                           DType dtype, ReduceOp op, std::function<void()> finish);
-    Request allgather(const std::shared_ptr<Engine>& group, const void* send, void* recv, std::size_t count,
-                      DType dtype);
-    Request broadcast(const std::shared_ptr<Engine>& group, void* buffer, std::size_t count, DType dtype, int root);
+    // An allreduce, reduce_scatter, allgather (of even counts) or broadcast of the group; `finish` runs once the op
+    // is through (avg's division). Sums stand for avg (the caller divides).
+    Request run(const OpArgs& a, std::function<void()> finish);
 
     // Aborts the inner communicators (their destructors would otherwise wait for peers that may be gone).
     void abort(const std::string& reason);
@@ -78,8 +74,11 @@ private:
     };
     static constexpr std::size_t kMaxPieces = 64;
     std::vector<Piece> pieces(std::size_t count, std::size_t multiple, DType dtype) const;
-    Request start(const std::shared_ptr<Engine>& group, const char* op, std::shared_ptr<Chain> chain,
-                  std::function<void()> finish);
+    Request allreduce(const OpArgs& a, std::function<void()> finish);
+    Request reduce_scatter(const OpArgs& a, std::function<void()> finish);
+    Request allgather(const OpArgs& a);
+    Request broadcast(const OpArgs& a);
+    Request start(const char* op, std::shared_ptr<Chain> chain, std::function<void()> finish);
     void advance_queue();
     // The runs (ShmCollectives::Runs) of local rank i's blocks: piece [first, first + n) of the block of
     // rank_at(h, i) for every host h, blocks of `block` elements at rank * block of the caller's buffer.
@@ -89,8 +88,9 @@ private:
         return rank_at_[static_cast<std::size_t>(host * local_size_ + local_rank)];
     }
 
-    std::shared_ptr<Communicator> local_;  // this host's ranks
-    std::shared_ptr<Communicator> cross_;  // this local index on every host
+    std::shared_ptr<Group> group_;  // the whole group
+    std::shared_ptr<FlatCollectives> local_;  // this host's ranks
+    std::shared_ptr<FlatCollectives> cross_;  // this local index on every host
     int hosts_ = 0, host_ = 0, local_size_ = 0, local_rank_ = 0;
     std::vector<int> rank_at_;  // group rank of (host, local rank), at host * local_size_ + local rank
     std::size_t min_bytes_ = 0;

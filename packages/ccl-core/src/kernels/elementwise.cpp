@@ -2,6 +2,8 @@
 
 #include "kernels.hpp"
 
+#include "../settings.hpp"
+
 #include <ccl_core/errors.hpp>
 
 #include <cstdlib>
@@ -32,8 +34,8 @@ const Level levels[] = {
 // The level CCL_CORE_KERNEL names, else the best the CPU has. Throws for an unknown or unsupported name; the
 // function-local static in kernels() then stays unset and the next call raises again.
 const KernelTable& choose() {
-    const char* forced = std::getenv("CCL_CORE_KERNEL");
-    if (!forced || !*forced) {
+    const std::string forced = setting_text("CCL_CORE_KERNEL");
+    if (forced.empty()) {
         for (const Level& level : levels) {
             if (level.cpu_has()) return level.table();
         }
@@ -41,9 +43,9 @@ const KernelTable& choose() {
     std::string known;
     for (const Level& level : levels) {
         known += (known.empty() ? "" : ", ") + std::string(level.name);
-        if (std::string(forced) != level.name) continue;
+        if (forced != level.name) continue;
         if (!level.cpu_has()) {
-            throw Unsupported("CCL_CORE_KERNEL=" + std::string(forced) + ": this CPU lacks the instructions of that " +
+            throw Unsupported("CCL_CORE_KERNEL=" + forced + ": this CPU lacks the instructions of that " +
                               "level; it supports: " + [] {
                                   std::string s;
                                   for (const std::string& l : supported_kernel_levels()) s += (s.empty() ? "" : ", ") + l;
@@ -52,7 +54,7 @@ const KernelTable& choose() {
         }
         return level.table();
     }
-    throw InvalidArgument("CCL_CORE_KERNEL=" + std::string(forced) + " is not a kernel level; use one of: " + known +
+    throw InvalidArgument("CCL_CORE_KERNEL=" + forced + " is not a kernel level; use one of: " + known +
                           " (or unset it to use the best the CPU has)");
 }
 

@@ -1,6 +1,8 @@
 // Issuing oneCCL operations on an engine (engine.hpp): under the engine lock, or on the blocking-call thread for
-// engines whose calls run to completion inside oneCCL (EngineSettings::calls_block).
-#include "engine_operation.hpp"
+// engines whose calls run to completion inside oneCCL (EngineSettings::calls_block); and polling them.
+#include "oneccl_operation.hpp"
+
+#include "../group/local_path.hpp"
 
 #include <condition_variable>
 #include <csignal>
@@ -90,10 +92,41 @@ private:
 
 }  // namespace
 
+std::mutex& engine_mutex() {
+    static std::mutex m;
+    return m;
+}
+
+OneCclOperation::OneCclOperation(std::shared_ptr<Engine> engine, std::string op, std::string peers,
+                                 std::function<void()> finish, ccl::event event)
+    : GroupOperation(engine->group(), std::move(op), std::move(peers), std::move(finish)), engine_(std::move(engine)),
+      event_(std::move(event)) {}
+
+OneCclOperation::~OneCclOperation() {
+    if (!completed()) new ccl::event(std::move(event_));  // deliberately never destroyed
+    if (on_progress_thread()) release_on_a_user_thread(std::move(engine_));  // destroying one is collective
+}
+
+bool OneCclOperation::step() {
+    if (LocalPath* path = group()->local_path()) path->drive();
+    if (!issued()) return false;  // its blocking call has not returned yet
+    if (call_failure_) {
+        try {
+            std::rethrow_exception(call_failure_);
+        } catch (const Error&) {
+            throw;
+        } catch (const std::exception& e) {
+            throw BackendError(std::string("oneCCL refused the operation: ") + e.what());
+        }
+    }
+    std::lock_guard<std::mutex> lock(engine_mutex());
+    return event_.test();  // also drives progress: oneCCL runs without a worker thread (CCL_WORKER_OFFLOAD=0)
+}
+
 void OneCclOperation::call(const StartOneCcl& start) {
     try {
         std::lock_guard<std::mutex> lock(engine_mutex());
-        event_ = start(*engine()->comm_);
+        event_ = start(*engine_->comm_);
     } catch (...) {
         call_failure_ = std::current_exception();
     }
@@ -101,7 +134,7 @@ void OneCclOperation::call(const StartOneCcl& start) {
 }
 
 Request Engine::issue(const char* op, std::string peers, StartOneCcl start, std::function<void()> finish) {
-    throw_if_aborted(op);
+    group_->throw_if_aborted(op);
     if (settings_.calls_block) {
         auto operation = std::make_shared<OneCclOperation>(shared_from_this(), op, std::move(peers), std::move(finish),
                                                            ccl::event());
@@ -117,7 +150,8 @@ Request Engine::issue(const char* op, std::string peers, StartOneCcl start, std:
         } catch (const Error&) {
             throw;  // ours (an argument check inside start): already names the problem
         } catch (const std::exception& e) {
-            throw BackendError(std::string(op) + " on " + describe() + ": oneCCL refused the operation: " + e.what());
+            throw BackendError(std::string(op) + " on " + group_->describe() + ": oneCCL refused the operation: " +
+                               e.what());
         }
     }
     return Request(std::make_shared<OneCclOperation>(shared_from_this(), op, std::move(peers), std::move(finish),

@@ -1,8 +1,9 @@
-#include "runtime.hpp"
+#include <ccl_core/oneccl/runtime.hpp>
 
-#include "dead_processes.hpp"
+#include "../group/dead_processes.hpp"
 
 #include "../kernels/elementwise.hpp"
+#include "../settings.hpp"
 
 #include <ccl_core/oneccl/convert.hpp>
 #include <ccl_core/progress.hpp>
@@ -92,6 +93,7 @@ void avoid_a_small_dev_shm() {
 void initialize_runtime() {
     (void)kernel_level();  // a bad CCL_CORE_KERNEL or CCL_CORE_PROGRESS fails here, on every rank, before any
     (void)progress_mode();  // communicator exists
+    detail::check_settings();
     static std::once_flag once;
     std::call_once(once, [] {
         bool we_set_log_level = false;

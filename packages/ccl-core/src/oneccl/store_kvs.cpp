@@ -1,11 +1,16 @@
 #include "store_kvs.hpp"
 
+#include <ccl_core/backoff.hpp>
 #include <ccl_core/errors.hpp>
 
 #include <chrono>
-#include <thread>
 
 namespace ccl_core::detail {
+
+namespace {
+// oneCCL retries in a tight loop; each miss waits this long, so that it does not flood a TCP store
+const BackoffPhases kPace = BackoffPhases::naps(std::chrono::milliseconds(1), std::chrono::milliseconds(1));
+}  // namespace
 
 StoreKvs::StoreKvs(std::shared_ptr<Store> store, int id) : store_(std::move(store)), id_(id) {}
 
@@ -17,8 +22,7 @@ ccl::vector_class<char> StoreKvs::get(const ccl::string_class& key) {
         // store unreachable: answer "absent" and let oneCCL's own retry and timeout decide
     }
     if (!value) {
-        // oneCCL retries in a tight loop; pace it so that it does not flood a TCP store
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        Backoff(kPace).pause(std::chrono::steady_clock::now());
         return {};
     }
     return ccl::vector_class<char>(value->begin(), value->end());

@@ -12,8 +12,6 @@ namespace {
 using std::chrono::microseconds;
 using std::chrono::milliseconds;
 
-constexpr microseconds kFirstNap{20};
-
 struct Cap {
     milliseconds from_age;
     microseconds cap;
@@ -27,7 +25,7 @@ constexpr Cap kCaps[] = {{milliseconds(2000), microseconds(200000)},
 
 }  // namespace
 
-Backoff::Backoff(Phases phases, Clock::time_point start) : phases_(phases), start_(start), nap_(kFirstNap) {}
+Backoff::Backoff(Phases phases, Clock::time_point start) : phases_(phases), start_(start), nap_(phases.first_nap) {}
 
 microseconds Backoff::nap_cap(Clock::duration age) {
     for (const Cap& c : kCaps) {
@@ -43,31 +41,44 @@ Backoff::Step Backoff::step(Clock::time_point now) const {
     return Step::nap;
 }
 
-microseconds Backoff::next_nap(Clock::time_point now) {
+microseconds Backoff::cap(Clock::time_point now) const {
     const auto age = now - start_;
-    microseconds cap = nap_cap(age);
-    if (age < phases_.transfer && phases_.transfer_nap.count() > 0) cap = std::min(cap, phases_.transfer_nap);
-    const microseconds nap = std::min(nap_, cap);
-    if (age >= phases_.short_naps) nap_ = std::min(nap * 2, cap);
+    microseconds c = phases_.max_nap.count() > 0 ? phases_.max_nap : nap_cap(age);
+    if (age < phases_.transfer && phases_.transfer_nap.count() > 0) c = std::min(c, phases_.transfer_nap);
+    return c;
+}
+
+microseconds Backoff::next_nap(Clock::time_point now) {
+    const microseconds c = cap(now);
+    const microseconds nap = std::min(nap_, c);
+    if (now - start_ >= phases_.short_naps) nap_ = std::min(nap * 2, c);
     return nap;
 }
 
-void Backoff::pause(Clock::time_point now) {
-    switch (step(now)) {
-        case Step::spin:
-            return;
-        case Step::yield:
-            ::sched_yield();
-            return;
-        case Step::nap:
-            std::this_thread::sleep_for(next_nap(now));
-            return;
+void Backoff::pause(Clock::time_point now, const Sleep& how) {
+    const Step s = how.hand_over_core ? Step::nap : step(now);
+    if (s == Step::spin) return;
+    if (s == Step::yield) {
+        ::sched_yield();
+        return;
+    }
+    auto bounded = [&](microseconds d) {
+        if (how.bound.count() > 0) d = std::min(d, how.bound);
+        if (how.until) d = std::min(d, std::chrono::duration_cast<microseconds>(*how.until - now) + microseconds(1));
+        return std::max(d, microseconds(0));
+    };
+    if (how.on_peers && how.on_peers(bounded(cap(now)))) return;
+    const microseconds nap = bounded(next_nap(now));
+    if (how.plain) {
+        how.plain(nap);
+    } else {
+        std::this_thread::sleep_for(nap);
     }
 }
 
 void Backoff::restart(Clock::time_point now) {
     start_ = now;
-    nap_ = kFirstNap;
+    nap_ = phases_.first_nap;
 }
 
 }  // namespace ccl_core

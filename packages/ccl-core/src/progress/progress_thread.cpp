@@ -1,5 +1,7 @@
 #include "progress_thread.hpp"
 
+#include "../settings.hpp"
+
 #include <ccl_core/backoff.hpp>
 #include <ccl_core/errors.hpp>
 
@@ -13,8 +15,8 @@
 namespace ccl_core {
 
 std::string progress_mode() {
-    const char* v = std::getenv("CCL_CORE_PROGRESS");
-    const std::string mode = v && *v ? v : "thread";
+    std::string mode = detail::setting_text("CCL_CORE_PROGRESS");
+    if (mode.empty()) mode = "thread";
     if (mode != "thread" && mode != "caller") {
         throw InvalidArgument("CCL_CORE_PROGRESS=" + mode + " is not a progress mode; use thread (a background "
                               "thread moves async operations, the default) or caller (they move only inside "
@@ -167,78 +169,85 @@ void release_completed_operations() {
     if (ProgressThread* thread = started.load()) thread->release_completed();
 }
 
+bool ProgressThread::poll_round(std::unique_lock<std::mutex>& lock) {
+    // Owned entries move out for the round (their completion may run without the lock); watched ones are copied.
+    std::vector<Watched> round;
+    round.swap(watched_);
+    lock.unlock();
+    std::vector<Watched> pending;
+    bool progressed = false;
+    for (Watched& w : round) {
+        std::shared_ptr<PendingOperation> op = w.owned ? w.owned : w.watched.lock();
+        bool through = !op;
+        if (op && !op->driven_by_a_caller()) {
+            try {
+                through = op->test();
+            } catch (...) {
+                through = true;  // the failure is kept in the op for its caller (or its completion)
+            }
+        }
+        if (!through) {
+            pending.push_back(std::move(w));
+            continue;
+        }
+        progressed = true;
+        if (w.owned) finish(w);
+    }
+    round.clear();
+    lock.lock();
+    // ops that arrived during the round are already in watched_; the pending ones go back before them
+    watched_.insert(watched_.begin(), std::make_move_iterator(pending.begin()), std::make_move_iterator(pending.end()));
+    // an async op whose future was asked for meanwhile is now owned: poll it once per round, not twice
+    std::vector<const PendingOperation*> owned;
+    for (const Watched& w : watched_) {
+        if (w.owned) owned.push_back(w.key);
+    }
+    watched_.erase(std::remove_if(watched_.begin(), watched_.end(), [&](const Watched& w) {
+        return !w.owned && std::find(owned.begin(), owned.end(), w.key) != owned.end();
+    }), watched_.end());
+    return progressed;
+}
+
+void ProgressThread::rest(std::unique_lock<std::mutex>& lock, Backoff& backoff, std::size_t seen) {
+    // Sleep on the first pending op that has something to sleep on (the shared-memory path's futex) until a peer
+    // publishes progress, else nap on the condition variable (a new op wakes it). The shortest nap any pending op
+    // asks for (a transfer between hosts) bounds either.
+    const auto now = Clock::now();
+    std::vector<std::shared_ptr<PendingOperation>> sleepers;
+    Backoff::Sleep how;
+    for (const Watched& w : watched_) {
+        if (auto op = w.owned ? w.owned : w.watched.lock()) {
+            const auto asked = op->nap_limit(now - w.since);
+            if (asked.count() > 0 && (how.bound.count() == 0 || asked < how.bound)) how.bound = asked;
+            sleepers.push_back(std::move(op));
+        }
+    }
+    how.on_peers = [&](std::chrono::microseconds limit) {
+        return std::any_of(sleepers.begin(), sleepers.end(), [&](const auto& op) { return op->sleep_in_background(limit); });
+    };
+    how.plain = [&](std::chrono::microseconds nap) {
+        lock.lock();
+        wake_.wait_for(lock, nap, [&] { return stop_ || watched_.size() > seen; });
+        lock.unlock();
+    };
+    lock.unlock();
+    backoff.pause(now, how);
+    sleepers.clear();  // without the lock: the last reference to an op may go here
+    lock.lock();
+}
+
 void ProgressThread::run() {
     Backoff backoff;
-    std::size_t seen = 0;  // entries at the end of the last round: more means a new op arrived
     std::unique_lock<std::mutex> lock(mutex_);
-    while (true) {
+    for (std::size_t seen = 0;;) {  // entries at the end of the last round: more means a new op arrived
         wake_.wait(lock, [&] { return stop_ || !watched_.empty(); });
         if (stop_) return;
         if (watched_.size() > seen) backoff.restart(Clock::now());
-        // Owned entries move out for the round (their completion may run without the lock); watched ones are copied.
-        std::vector<Watched> round;
-        round.swap(watched_);
-        lock.unlock();
-        std::vector<Watched> pending;
-        bool progressed = false;
-        for (Watched& w : round) {
-            std::shared_ptr<PendingOperation> op = w.owned ? w.owned : w.watched.lock();
-            bool through = !op;
-            if (op && !op->driven_by_a_caller()) {
-                try {
-                    through = op->test();
-                } catch (...) {
-                    through = true;  // the failure is kept in the op for its caller (or its completion)
-                }
-            }
-            if (!through) {
-                pending.push_back(std::move(w));
-                continue;
-            }
-            progressed = true;
-            if (w.owned) finish(w);
-        }
-        round.clear();
-        lock.lock();
-        // ops that arrived during the round are already in watched_; the pending ones go back before them
-        watched_.insert(watched_.begin(), std::make_move_iterator(pending.begin()),
-                        std::make_move_iterator(pending.end()));
-        // an async op whose future was asked for meanwhile is now owned: poll it once per round, not twice
-        std::vector<const PendingOperation*> owned;
-        for (const Watched& w : watched_) {
-            if (w.owned) owned.push_back(w.key);
-        }
-        watched_.erase(std::remove_if(watched_.begin(), watched_.end(), [&](const Watched& w) {
-            return !w.owned && std::find(owned.begin(), owned.end(), w.key) != owned.end();
-        }), watched_.end());
+        const bool progressed = poll_round(lock);
         seen = watched_.size();
         if (watched_.empty()) continue;
-        const auto now = Clock::now();
-        if (progressed) backoff.restart(now);
-        const auto newest = std::max_element(watched_.begin(), watched_.end(), [](const Watched& a, const Watched& b) {
-                                return a.since < b.since;
-                            })->since;
-        // Sleep on the first pending op that has something to sleep on (the shared-memory path's futex) until a peer
-        // publishes progress, or the cap: each step of a segment then follows at once.
-        // The shortest nap any pending op asks for (a transfer between hosts) bounds this round's nap and sleep.
-        std::vector<std::shared_ptr<PendingOperation>> sleepers;
-        std::chrono::microseconds limit(0);
-        for (const Watched& w : watched_) {
-            if (auto op = w.owned ? w.owned : w.watched.lock()) {
-                const auto asked = op->nap_limit(now - w.since);
-                if (asked.count() > 0 && (limit.count() == 0 || asked < limit)) limit = asked;
-                sleepers.push_back(std::move(op));
-            }
-        }
-        lock.unlock();
-        auto bounded = [&](std::chrono::microseconds nap) { return limit.count() > 0 ? std::min(nap, limit) : nap; };
-        const auto cap = bounded(Backoff::nap_cap(now - newest));
-        const bool slept = std::any_of(sleepers.begin(), sleepers.end(),
-                                       [&](const auto& op) { return op->sleep_in_background(cap); });
-        sleepers.clear();
-        lock.lock();
-        if (slept) continue;
-        wake_.wait_for(lock, bounded(backoff.next_nap(now)), [&] { return stop_ || watched_.size() > seen; });
+        if (progressed) backoff.restart(Clock::now());
+        rest(lock, backoff, seen);
     }
 }
 

@@ -10,6 +10,7 @@
 // Timeouts and dead peers are the operations' own business (their test() enforces them): the thread only polls.
 #pragma once
 
+#include <ccl_core/backoff.hpp>
 #include <ccl_core/progress.hpp>
 
 #include <atomic>
@@ -45,6 +46,10 @@ public:
 private:
     ProgressThread();
     void run();
+    // One poll of every pending op (the lock is released meanwhile); true when any of them got through.
+    bool poll_round(std::unique_lock<std::mutex>& lock);
+    // Between rounds: the pause Backoff decides, on an op's futex or on wake_ (a new op ends it).
+    void rest(std::unique_lock<std::mutex>& lock, Backoff& backoff, std::size_t seen);
     struct Watched;
     void finish(Watched& w);
 
@@ -59,7 +64,7 @@ private:
     std::condition_variable wake_;
     std::vector<Watched> watched_;
     bool stop_ = false;
-    // Completions stop at interpreter exit; completing_ guards the one that runs (see stop_completions()).
+    // Completions stop at interpreter exit; completion_mutex_ guards the one that runs (see stop_completions()).
     std::mutex completion_mutex_;
     bool completions_stopped_ = false;
     // What an owned operation leaves behind once its completion ran (the operation and its buffers), and what

@@ -221,16 +221,4 @@ void RegisteredPool::forget_retired(int peer, const RetiredSerials& retired) {
     seen = count;
 }
 
-std::size_t RegisteredPool::blocks_in_use() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    std::size_t n = 0;
-    for (const auto& [at, block] : in_use_) n += block.expired() ? 0 : 1;
-    return n;
-}
-
-std::size_t RegisteredPool::cached_bytes() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return cached_bytes_;
-}
-
 }  // namespace ccl_core::detail

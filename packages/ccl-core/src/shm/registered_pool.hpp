@@ -67,10 +67,6 @@ public:
     // the last look, every mapping of that peer goes (they are made again when next needed).
     void forget_retired(int peer, const RetiredSerials& retired);
 
-    // Blocks in use and cached, and their bytes (for tests and ccl_core.info).
-    std::size_t blocks_in_use() const;
-    std::size_t cached_bytes() const;
-
 private:
     RegisteredPool(std::uint64_t token, RetiredSerials* retired) : token_(token), retired_(retired) {}
     std::string name_of(pid_t pid, std::uint64_t serial) const;

@@ -1,6 +1,33 @@
+// The shared-memory path (shm_collectives.hpp). Its protocol, as every rank follows it:
+//
+// The segment. A SegmentHeader (the token that proves every rank mapped the same segment; the futex word `generation`
+// and the count of ranks sleeping on it), one RankHeader per rank, then two halves of `size` slots each and two result
+// areas, one per half. Only rank r writes RankHeader r and slot (h, r); any rank may read them.
+//
+// Sequence numbers. An op takes one number per segment of its message, in issue order, the same on every rank
+// (first_seq, first_seq + 1, ...). Each rank publishes how far it got in counters of its RankHeader, each on its own
+// cache line, each only ever growing, each stored before the generation is bumped (publish):
+//   announced  the first_seq of the last op it described, in described[first_seq & 1];
+//   arrived    the last seq whose input it placed in its slot of half (seq & 1);
+//   reduced    the last seq whose share it reduced (large allreduce: into the result area of its half; in place: into
+//              its output);
+//   released   the last op read in place after which it reads no peer's buffer.
+// A rank describes an op before it places anything of it, so a rank that called another op is found (every rank reads
+// every description) before anyone waits for its input.
+//
+// Reuse. Two halves suffice: a rank places seq s (half s & 1, its slot and, for a large allreduce, the result area)
+// only once it completed s - 1, which needs every rank to have arrived at s - 1, which each does only once it
+// completed s - 2, the last seq that used half s & 1: nobody reads that half any more. described[first_seq & 1] is
+// reused likewise: a rank describes the op that starts at f once it completed the op that ends at f - 1, so every rank
+// has arrived at f - 1 and is through with the agreement of any earlier op that started at a seq of f's parity; an op
+// read in place completes only once every rank released it, after its last read of a peer's description or buffer.
+//
+// Steps. Each path keeps its own step per op (CopyStep, InPlaceStep below); the counters above are the only
+// synchronisation. Lines that one rank writes on every poll (its core, for peers that share its cpu) are not lines
+// others spin on, and are written only when they change.
 #include "shm_collectives.hpp"
 
-#include "../env_settings.hpp"
+#include "../settings.hpp"
 #include "../kernels/elementwise.hpp"
 #include "../store/store_text.hpp"
 
@@ -64,16 +91,16 @@ struct OpDescription {
 };
 constexpr std::uint32_t kSendRegistered = 1, kRecvRegistered = 2;
 
-// One per rank, each counter on its own cache line (the other ranks poll them).
+// One per rank, each counter on its own cache line (the other ranks poll them; see the protocol at the top).
 struct RankHeader {
-    alignas(kLine) std::uint64_t arrived;  // last sequence number whose input this rank has placed
-    alignas(kLine) std::uint64_t reduced;  // last sequence number whose share this rank has reduced
-    std::int32_t core;                     // the cpu this rank ran on when it last published
-    std::int32_t pid;                      // names this rank's registered blocks
-    alignas(kLine) std::uint64_t announced;  // last sequence number whose op this rank described
-    alignas(kLine) std::uint64_t released;   // last op read in place after which this rank reads no peer's buffer
+    alignas(kLine) std::uint64_t arrived;
+    alignas(kLine) std::uint64_t reduced;
+    alignas(kLine) std::uint64_t announced;
+    alignas(kLine) std::uint64_t released;
+    alignas(kLine) std::int32_t core;  // the cpu this rank last waited or published on (peer_on_my_core)
+    std::int32_t pid;                  // names this rank's registered blocks
     alignas(kLine) OpDescription described[2];
-    alignas(kLine) RetiredSerials retired;   // this rank's retired registered blocks (its peers unmap them)
+    alignas(kLine) RetiredSerials retired;  // this rank's retired registered blocks (its peers unmap them)
 };
 
 struct SegmentHeader {
@@ -114,9 +141,14 @@ struct ShmCollectives::Op {
     std::uint64_t first_seq;
     // progress
     std::size_t segment = 0;
-    // place: copy this rank's input where the others read it; combine: once every rank's input is there, reduce or
-    // take what this rank needs; collect (large allreduce): once every rank reduced its share, copy the others'.
-    enum class Phase { place, combine, collect } phase = Phase::place;
+    // Through the slots, per segment: place this rank's input where the others read it; combine, once every rank's
+    // input is there: reduce or take what this rank needs; collect (large allreduce), once every rank reduced its
+    // share: copy the others' shares of the result.
+    enum class CopyStep { place, combine, collect } copy_step = CopyStep::place;
+    // In place, once for the whole op: read what this rank needs out of the peers' buffers (allreduce: reduce its
+    // share into its output, then publish `reduced`); gather (allreduce), once every rank reduced its share: copy the
+    // others' shares out of their outputs; drain, once this rank published `released`: wait until every rank did.
+    enum class InPlaceStep { read, gather, drain } in_place_step = InPlaceStep::read;
     bool done = false;
 };
 
@@ -170,103 +202,140 @@ std::size_t default_segment_bytes() {
 
 }  // namespace
 
-// Every decision is rank 0's or unanimous, so that all ranks take the same path: rank 0's sizes apply to everyone, and
-// any rank that cannot (or is told not to: CCL_CORE_SHM=0) take part makes all of them fall back to oneCCL.
+// ---- creation: every decision is rank 0's or unanimous, so that all ranks take the same path --------------------
+// Rank 0 offers a segment (its sizes apply to everyone); the others take it and report; rank 0 unlinks it once all
+// reported and publishes the verdict. Any rank that cannot, or is told not to (CCL_CORE_SHM=0), take part makes all of
+// them fall back to oneCCL.
+
+namespace {
+
+constexpr const char* kOk = "ok";
+
+struct Sizes {
+    bool wanted;          // CCL_CORE_SHM
+    std::size_t segment;  // per slot
+    std::size_t small;    // the one-synchronisation allreduce's limit
+};
+
+Sizes sizes_from_settings() {
+    const std::size_t segment =
+        round_up(std::max<std::size_t>(setting_bytes("CCL_CORE_SHM_SEGMENT_BYTES", default_segment_bytes()), kMinSegment),
+                 kLine);
+    return {setting_on("CCL_CORE_SHM"), segment,
+            std::min(segment, setting_bytes("CCL_CORE_SHM_SMALL_BYTES", kDefaultSmallLimit))};
+}
+
+// What a rank ends up with: the mapping (MAP_FAILED if none) and whether it may be used ("ok", or why not).
+struct Mapping {
+    void* base = MAP_FAILED;
+    std::size_t bytes = 0;
+    std::string status = kOk;
+};
+
+// Rank 0: creates the segment under a name that starts with its pid, like libfabric's regions, so that the clean-up of
+// a dead peer's regions (group/dead_processes.hpp) also covers it if rank 0 dies before unlinking; offers it; waits for
+// every rank's report; unlinks it (from then on it lives exactly as long as its mappings); publishes the verdict.
+Mapping offer_segment(Store& store, int size, Sizes& sizes, Milliseconds timeout) {
+    Mapping m;
+    m.bytes = segment_bytes_for(size, sizes.segment);
+    std::random_device entropy;
+    const std::uint64_t token = (static_cast<std::uint64_t>(entropy()) << 32) | entropy();
+    const std::string name = "/" + std::to_string(::getpid()) + ":ccl_core:" + std::to_string(token);
+    std::string why_not;
+    if (sizes.wanted) {
+        const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+        // posix_fallocate reserves the pages now: with only ftruncate, a full /dev/shm would SIGBUS a rank at its
+        // first touch of the segment, deep inside a collective
+        const int reserved = fd < 0 ? errno : ::posix_fallocate(fd, 0, static_cast<off_t>(m.bytes));
+        if (reserved == 0) {
+            m.base = ::mmap(nullptr, m.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        } else {
+            why_not = "rank 0 could not reserve " + std::to_string(m.bytes >> 10) + " KiB in /dev/shm (" +
+                      std::strerror(reserved) + "; " + dev_shm_room() + ")";
+            if (fd >= 0) ::shm_unlink(name.c_str());
+        }
+        if (fd >= 0) ::close(fd);
+    }
+    if (m.base != MAP_FAILED) {
+        static_cast<SegmentHeader*>(m.base)->token = token;
+        auto* ranks = reinterpret_cast<RankHeader*>(static_cast<char*>(m.base) + kRankHeadersAt);
+        for (int r = 0; r < size; ++r) ranks[r].core = -1;  // unknown until a rank first notes it
+    }
+    store.set("ccl_core/shm/name", text(m.base == MAP_FAILED ? std::string() :
+        name + "\n" + std::to_string(token) + "\n" + std::to_string(sizes.segment) + "\n" + std::to_string(sizes.small)));
+    std::vector<std::string> reports;
+    for (int r = 1; r < size; ++r) reports.push_back(text(store.get("ccl_core/shm/mapped/" + std::to_string(r), timeout)));
+    if (m.base != MAP_FAILED) {
+        ::shm_unlink(name.c_str());
+    } else {
+        m.status = !sizes.wanted ? "rank 0 has CCL_CORE_SHM=0" : !why_not.empty() ? why_not : "rank 0 could not create it";
+        if (!why_not.empty()) {
+            std::fprintf(stderr, "[ccl_core] shared-memory path off for this group: %s; its ops go through oneCCL. "
+                         "Give /dev/shm more room (docker run --shm-size=1g) for full speed.\n", why_not.c_str());
+        }
+    }
+    for (const auto& report : reports) {
+        if (report != kOk) m.status = report;
+    }
+    store.set("ccl_core/shm/status", text(m.status));
+    return m;
+}
+
+// Why rank `rank` must not map what rank 0 offered ("" when it may), after mapping it if it may. The name and sizes
+// come from the store: believed only if rank 0 could have made them, and the segment behind the name only if it is
+// ours, private and as large as the layout needs.
+std::string map_offered(int rank, int size, const std::string& name, std::uint64_t token, Sizes& sizes, Mapping& m) {
+    const std::string me = "rank " + std::to_string(rank);
+    if (!sizes.wanted) return me + " has CCL_CORE_SHM=0";
+    if (name.empty()) return "rank 0 offers no segment";
+    if (!plausible_segment_name(name) || sizes.segment < kMinSegment || sizes.segment > kMaxSegment ||
+        sizes.small > sizes.segment) {
+        return me + " was handed an implausible segment (name or sizes)";
+    }
+    m.bytes = segment_bytes_for(size, sizes.segment);
+    const int fd = ::shm_open(name.c_str(), O_RDWR | O_NOFOLLOW, 0600);
+    if (fd < 0) return me + " could not map it";
+    const std::string refusal = segment_refusal(fd, m.bytes);
+    if (refusal.empty()) m.base = ::mmap(nullptr, m.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (!refusal.empty()) return me + " refused segment " + name + ": " + refusal;
+    if (m.base != MAP_FAILED && static_cast<SegmentHeader*>(m.base)->token != token) {
+        ::munmap(m.base, m.bytes);  // another /dev/shm (a container sharing hostname and kernel)
+        m.base = MAP_FAILED;
+    }
+    return m.base == MAP_FAILED ? me + " could not map it" : "";
+}
+
+// Every other rank: takes the offered segment if it can, reports, and reads the verdict.
+Mapping take_segment(Store& store, int rank, int size, Sizes& sizes, Milliseconds timeout) {
+    std::istringstream offered(text(store.get("ccl_core/shm/name", timeout)));
+    std::string name;
+    std::uint64_t token = 0;
+    offered >> name >> token >> sizes.segment >> sizes.small;
+    if (!offered) name.clear();
+    Mapping m;
+    const std::string refusal = map_offered(rank, size, name, token, sizes, m);
+    store.set("ccl_core/shm/mapped/" + std::to_string(rank), text(refusal.empty() ? kOk : refusal));
+    m.status = text(store.get("ccl_core/shm/status", timeout));
+    return m;
+}
+
+}  // namespace
+
 std::unique_ptr<ShmCollectives> ShmCollectives::create(Store& store, int rank, int size, Milliseconds timeout,
                                                      std::string& agreed) {
     if (size < 2) {
         agreed = "off: a group of one rank";
         return nullptr;
     }
-    const char* enabled = std::getenv("CCL_CORE_SHM");
-    const bool wanted = !(enabled && std::string(enabled) == "0");
-    std::size_t segment = round_up(std::max<std::size_t>(env_bytes("CCL_CORE_SHM_SEGMENT_BYTES", default_segment_bytes()), kMinSegment), kLine);
-    std::size_t small = std::min(segment, env_bytes("CCL_CORE_SHM_SMALL_BYTES", kDefaultSmallLimit));
-    std::size_t bytes = segment_bytes_for(size, segment);
-
-    // Rank 0 creates the segment under a name that starts with its pid, like libfabric's regions, so the clean-up
-    // of a dead peer's regions (shm_cleanup.hpp) also covers it if rank 0 dies before unlinking.
-    void* base = MAP_FAILED;
-    std::string status = "ok";
-    if (rank == 0) {
-        std::random_device entropy;
-        const std::uint64_t token = (static_cast<std::uint64_t>(entropy()) << 32) | entropy();
-        const std::string name = "/" + std::to_string(::getpid()) + ":ccl_core:" + std::to_string(token);
-        std::string why_not;
-        if (wanted) {
-            const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-            // posix_fallocate reserves the pages now: with only ftruncate, a full /dev/shm would SIGBUS a rank at
-            // its first touch of the segment, deep inside a collective
-            int reserved = fd < 0 ? errno : ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
-            if (reserved == 0) {
-                base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-            } else {
-                why_not = "rank 0 could not reserve " + std::to_string(bytes >> 10) + " KiB in /dev/shm (" +
-                          std::strerror(reserved) + "; " + dev_shm_room() + ")";
-                if (fd >= 0) ::shm_unlink(name.c_str());
-            }
-            if (fd >= 0) ::close(fd);
-        }
-        if (base != MAP_FAILED) {
-            static_cast<SegmentHeader*>(base)->token = token;
-            auto* ranks = reinterpret_cast<RankHeader*>(static_cast<char*>(base) + kRankHeadersAt);
-            for (int r = 0; r < size; ++r) ranks[r].core = -1;  // unknown until a rank first publishes
-        }
-        store.set("ccl_core/shm/name", text(base == MAP_FAILED ? std::string() :
-            name + "\n" + std::to_string(token) + "\n" + std::to_string(segment) + "\n" + std::to_string(small)));
-        // Every rank reports before rank 0 unlinks; after that the segment lives exactly as long as its mappings.
-        std::vector<std::string> reports;
-        for (int r = 1; r < size; ++r) reports.push_back(text(store.get("ccl_core/shm/mapped/" + std::to_string(r), timeout)));
-        if (base != MAP_FAILED) ::shm_unlink(name.c_str());
-        if (base == MAP_FAILED) {
-            status = !wanted ? "rank 0 has CCL_CORE_SHM=0" : !why_not.empty() ? why_not : "rank 0 could not create it";
-            if (!why_not.empty()) {
-                std::fprintf(stderr, "[ccl_core] shared-memory path off for this group: %s; its ops go through oneCCL. "
-                             "Give /dev/shm more room (docker run --shm-size=1g) for full speed.\n", why_not.c_str());
-            }
-        }
-        for (const auto& report : reports) {
-            if (report != "ok") status = report;
-        }
-        store.set("ccl_core/shm/status", text(status));
-    } else {
-        std::istringstream published(text(store.get("ccl_core/shm/name", timeout)));
-        std::string name, token;
-        published >> name >> token >> segment >> small;
-        std::string report = "ok";
-        if (!wanted) {
-            report = "rank " + std::to_string(rank) + " has CCL_CORE_SHM=0";
-        } else if (name.empty() || !published) {
-            report = "rank 0 offers no segment";
-        } else if (!plausible_segment_name(name) || segment < kMinSegment || segment > kMaxSegment || small > segment) {
-            report = "rank " + std::to_string(rank) + " was handed an implausible segment (name or sizes)";
-        } else {
-            bytes = segment_bytes_for(size, segment);
-            const int fd = ::shm_open(name.c_str(), O_RDWR | O_NOFOLLOW, 0600);
-            if (fd >= 0) {
-                const std::string refusal = segment_refusal(fd, bytes);
-                if (refusal.empty()) {
-                    base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-                } else {
-                    report = "rank " + std::to_string(rank) + " refused segment " + name + ": " + refusal;
-                }
-                ::close(fd);
-            }
-            if (base != MAP_FAILED && static_cast<SegmentHeader*>(base)->token != std::stoull(token)) {
-                ::munmap(base, bytes);  // another /dev/shm (a container sharing hostname and kernel)
-                base = MAP_FAILED;
-            }
-            if (base == MAP_FAILED && report == "ok") report = "rank " + std::to_string(rank) + " could not map it";
-        }
-        store.set("ccl_core/shm/mapped/" + std::to_string(rank), text(report));
-        status = text(store.get("ccl_core/shm/status", timeout));
+    Sizes sizes = sizes_from_settings();
+    Mapping m = rank == 0 ? offer_segment(store, size, sizes, timeout) : take_segment(store, rank, size, sizes, timeout);
+    agreed = m.status == kOk ? "on" : "off: " + m.status;
+    if (m.status != kOk) {
+        if (m.base != MAP_FAILED) ::munmap(m.base, m.bytes);
+        return nullptr;  // every rank read the same verdict: all fall back to oneCCL together
     }
-    agreed = status == "ok" ? "on" : "off: " + status;
-    if (status != "ok") {
-        if (base != MAP_FAILED) ::munmap(base, bytes);
-        return nullptr;  // every rank read the same status: all fall back to oneCCL together
-    }
-    return std::unique_ptr<ShmCollectives>(new ShmCollectives(rank, size, base, bytes, segment, small));
+    return std::unique_ptr<ShmCollectives>(new ShmCollectives(rank, size, m.base, m.bytes, sizes.segment, sizes.small));
 }
 
 ShmCollectives::ShmCollectives(int rank, int size, void* base, std::size_t bytes, std::size_t segment_bytes,
@@ -312,7 +381,13 @@ void ShmCollectives::sleep_unless(const std::function<bool()>& ready, std::chron
     ::syscall(SYS_futex, &h->generation, FUTEX_WAIT, seen, &t, nullptr, 0);
 }
 
-void ShmCollectives::note_my_core() { __atomic_store_n(&header(rank_)->core, ::sched_getcpu(), __ATOMIC_RELAXED); }
+// Called on every poll of a wait: the line is written only when the cpu changed (a write would pull it away from the
+// peers that read it when they wait).
+void ShmCollectives::note_my_core() {
+    std::int32_t& core = header(rank_)->core;
+    const int cpu = ::sched_getcpu();
+    if (__atomic_load_n(&core, __ATOMIC_RELAXED) != cpu) __atomic_store_n(&core, cpu, __ATOMIC_RELAXED);
+}
 
 bool ShmCollectives::peer_on_my_core() const {
     const int mine = ::sched_getcpu();
@@ -535,7 +610,7 @@ const char* ShmCollectives::peer_buffer(const Op& o, int p, bool send, std::size
 bool ShmCollectives::advance_in_place(Op& o) {
     const std::uint64_t seq = o.first_seq;
     const std::size_t e = o.element;
-    if (o.phase == Op::Phase::place) {
+    if (o.in_place_step == Op::InPlaceStep::read) {
         for (int p = 0; p < size_; ++p) {  // what peers retired since (their serials are never reused)
             if (p != rank_) pool_->forget_retired(p, header(p)->retired);
         }
@@ -563,14 +638,14 @@ bool ShmCollectives::advance_in_place(Op& o) {
             }
             reduce_sources(sources.data(), size_, o.recv + mine.begin * e, nullptr, mine.length, o.dtype, o.op);
             publish(header(rank_)->reduced, seq);
-            o.phase = Op::Phase::combine;
+            o.in_place_step = Op::InPlaceStep::gather;
         }
         if (o.kind != Kind::allreduce) {
             publish(header(rank_)->released, seq);
-            o.phase = Op::Phase::collect;
+            o.in_place_step = Op::InPlaceStep::drain;
         }
     }
-    if (o.phase == Op::Phase::combine) {  // allreduce: the others' reduced shares, out of their outputs
+    if (o.in_place_step == Op::InPlaceStep::gather) {  // allreduce: the others' reduced shares, out of their outputs
         if (!everyone_reached(&RankHeader::reduced, seq)) return false;
         for (int p = 0; p < size_; ++p) {
             if (p == rank_) continue;
@@ -580,7 +655,7 @@ bool ShmCollectives::advance_in_place(Op& o) {
                         theirs.length * e);
         }
         publish(header(rank_)->released, seq);
-        o.phase = Op::Phase::collect;
+        o.in_place_step = Op::InPlaceStep::drain;
     }
     if (!everyone_reached(&RankHeader::released, seq)) return false;
     o.segment = o.segments;
@@ -618,7 +693,7 @@ bool ShmCollectives::advance_placed(Op& o) {
     const std::size_t e = o.element;
     while (o.segment < o.segments) {
         const auto [seq, half, first, n] = piece_of(o);
-        if (o.phase == Op::Phase::place) {
+        if (o.copy_step == Op::CopyStep::place) {
             char* mine = slot(half, rank_);
             if (o.kind == Kind::allgather) {
                 std::memcpy(mine, o.send + first * e, n * e);
@@ -638,7 +713,7 @@ bool ShmCollectives::advance_placed(Op& o) {
                 }
             }
             arrive(seq);
-            o.phase = Op::Phase::combine;
+            o.copy_step = Op::CopyStep::combine;
         }
         if (!agree(o)) return false;
         if (!everyone_reached(&RankHeader::arrived, seq)) return false;
@@ -663,7 +738,7 @@ bool ShmCollectives::advance_placed(Op& o) {
             }
             reduce_sources(sources.data(), size_, o.recv + first * e, nullptr, n, o.dtype, o.op);
         }
-        o.phase = Op::Phase::place;
+        o.copy_step = Op::CopyStep::place;
         ++o.segment;
     }
     return true;
@@ -687,7 +762,7 @@ bool ShmCollectives::advance(Op& o) {
         const std::size_t offset = first * o.element;
         const Share mine = share_of(n, o.element, size_, rank_);
 
-        if (o.phase == Op::Phase::place) {  // place this rank's input where the others read it
+        if (o.copy_step == Op::CopyStep::place) {  // place this rank's input where the others read it
             char* my_slot = slot(half, rank_);
             if (o.small) {
                 std::memcpy(my_slot, o.send + offset, n * o.element);
@@ -697,16 +772,16 @@ bool ShmCollectives::advance(Op& o) {
                 std::memcpy(my_slot + after * o.element, o.send + offset + after * o.element, (n - after) * o.element);
             }
             arrive(seq);
-            o.phase = Op::Phase::combine;
+            o.copy_step = Op::CopyStep::combine;
         }
-        if (o.phase == Op::Phase::combine) {  // reduce once every rank's input is in place
+        if (o.copy_step == Op::CopyStep::combine) {  // reduce once every rank's input is in place
             if (!agree(o)) return false;
             if (!everyone_reached(&RankHeader::arrived, seq)) return false;
             std::vector<const void*> sources(static_cast<std::size_t>(size_));
             if (o.small) {
                 for (int p = 0; p < size_; ++p) sources[static_cast<std::size_t>(p)] = slot(half, p);
                 reduce_sources(sources.data(), size_, o.recv + offset, nullptr, n, o.dtype, o.op);
-                o.phase = Op::Phase::place;
+                o.copy_step = Op::CopyStep::place;
                 ++o.segment;
                 continue;
             }
@@ -716,9 +791,9 @@ bool ShmCollectives::advance(Op& o) {
             }
             reduce_sources(sources.data(), size_, o.recv + offset + at, result(half) + at, mine.length, o.dtype, o.op);
             publish(header(rank_)->reduced, seq);
-            o.phase = Op::Phase::collect;
+            o.copy_step = Op::CopyStep::collect;
         }
-        if (o.phase == Op::Phase::collect) {  // collect the others' shares of the result
+        if (o.copy_step == Op::CopyStep::collect) {  // collect the others' shares of the result
             if (!everyone_reached(&RankHeader::reduced, seq)) return false;
             for (int p = 0; p < size_; ++p) {
                 if (p == rank_) continue;
@@ -726,7 +801,7 @@ bool ShmCollectives::advance(Op& o) {
                 std::memcpy(o.recv + offset + theirs.begin * o.element, result(half) + theirs.begin * o.element,
                             theirs.length * o.element);
             }
-            o.phase = Op::Phase::place;
+            o.copy_step = Op::CopyStep::place;
             ++o.segment;
         }
     }

@@ -18,7 +18,7 @@
 // The segment is unlinked as soon as every rank mapped it, so a killed rank leaves nothing in /dev/shm.
 #pragma once
 
-#include "local_path.hpp"
+#include "../group/local_path.hpp"
 #include "registered_pool.hpp"
 
 #include <ccl_core/store.hpp>

@@ -1,6 +1,8 @@
 #include <ccl_core/errors.hpp>
 #include <ccl_core/store.hpp>
 
+#include "store_polls.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -9,7 +11,6 @@
 #include <fstream>
 #include <iterator>
 #include <sstream>
-#include <thread>
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -60,15 +61,14 @@ std::optional<Bytes> FileStore::try_get(const std::string& key) {
 
 Bytes FileStore::get(const std::string& key, Milliseconds timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    auto pause = std::chrono::microseconds(200);
+    Backoff backoff(detail::kStorePolls);
     for (;;) {
         if (auto value = try_get(key)) return *value;
         if (std::chrono::steady_clock::now() >= deadline) {
             throw Timeout("FileStore: key '" + key + "' did not appear in '" + directory_ + "' within " +
                           std::to_string(timeout.count()) + " ms");
         }
-        std::this_thread::sleep_for(pause);
-        pause = std::min(pause * 2, std::chrono::microseconds(20000));
+        backoff.pause(std::chrono::steady_clock::now(), {{}, {}, deadline});
     }
 }
 

@@ -7,6 +7,7 @@
 #include <ccl_core/errors.hpp>
 #include <ccl_core/store.hpp>
 
+#include "store_polls.hpp"
 #include "tcp_store_server.hpp"
 
 #include <algorithm>
@@ -14,7 +15,6 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <thread>
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -167,6 +167,7 @@ private:
     }
 
     void connect(std::chrono::steady_clock::time_point deadline) {
+        Backoff retry(detail::kConnectRetry);
         for (;;) {
             fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
             if (::connect(fd_, reinterpret_cast<const sockaddr*>(&addr_), sizeof addr_) == 0) break;
@@ -178,7 +179,7 @@ private:
                               std::to_string(connect_timeout_.count()) + " ms (" + why +
                               "); is the server (rank 0) running and MASTER_ADDR/MASTER_PORT right?");
             }
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            retry.pause(std::chrono::steady_clock::now(), {{}, {}, deadline});
         }
         int one = 1;
         ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -231,7 +232,7 @@ std::optional<Bytes> TcpStore::try_get(const std::string& key) {
 
 Bytes TcpStore::get(const std::string& key, Milliseconds timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    auto pause = std::chrono::microseconds(200);
+    Backoff backoff(detail::kStorePolls);
     Bytes out;
     for (;;) {
         bool found = false;
@@ -245,8 +246,7 @@ Bytes TcpStore::get(const std::string& key, Milliseconds timeout) {
             throw Timeout("TcpStore: key '" + key + "' was not set on " + client_->where() + " within " +
                           std::to_string(timeout.count()) + " ms");
         }
-        std::this_thread::sleep_for(pause);
-        pause = std::min(pause * 2, std::chrono::microseconds(20000));
+        backoff.pause(std::chrono::steady_clock::now(), {{}, {}, deadline});
     }
     return out;
 }

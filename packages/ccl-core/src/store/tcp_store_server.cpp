@@ -1,7 +1,7 @@
 // The server of TcpStore: one thread, every socket non-blocking, each connection parsed as bytes arrive, so no
 // client can hold the others up. Nothing a client sends is trusted:
 // - the op byte is checked before anything else, and each length before any of its bytes is read or stored;
-// - keys, values, stored data and the bytes buffered for unfinished frames are capped (tcp_store_limits.hpp);
+// - keys, values, stored data and the bytes buffered for unfinished frames are capped (the limits in tcp_store_server.hpp);
 // - a frame must arrive within kFrameTimeout of its first byte (a slow sender is cut off), while a connection
 //   that sends nothing may stay open (ranks keep theirs idle for hours), up to kMaxConnections;
 // - running out of file descriptors (EMFILE) sheds the newest connection instead of spinning.

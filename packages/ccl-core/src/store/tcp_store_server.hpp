@@ -1,5 +1,5 @@
 // TcpStore's server (tcp_store_server.cpp): a poll() loop over non-blocking sockets, with caps on everything a
-// client controls. The limits are documented in the README ("Reliability").
+// client controls. The limits are documented in docs/failures.md ("Reliability").
 #pragma once
 
 #include <chrono>

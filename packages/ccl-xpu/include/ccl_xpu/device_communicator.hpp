@@ -1,6 +1,7 @@
-// Collectives on device memory (SYCL USM), each ordered on a SYCL queue: ccl-core's oneCCL engine (rendezvous, issuing
-// under its lock, waiting, timeouts, abort, checks) with a device and a queue. A DeviceCommunicator is a
-// ccl_core::Collectives, so the torch backend runs every op on it as it does on CPU.
+// Collectives on device memory (SYCL USM), each ordered on a SYCL queue: a ccl-core group (rendezvous, waiting,
+// timeouts, abort) and its oneCCL engine (issuing under its lock) with a device and a queue, and ccl-core's checks
+// (validate.hpp). A DeviceCommunicator is a ccl_core::Collectives, so the torch backend runs every op on it as it does
+// on CPU.
 #pragma once
 
 #include <ccl_core/collectives.hpp>

@@ -14,7 +14,7 @@ struct EnvDefault {
     std::string why;
 };
 
-// The variables ccl-core sets when unset; README's environment table lists the same.
+// The variables ccl-core sets when unset; docs/environment.md lists the same (checked by tests/docs).
 const std::vector<EnvDefault>& env_defaults();
 
 // Applies env_defaults() and initialises oneCCL once per process. Called by Communicator::create;

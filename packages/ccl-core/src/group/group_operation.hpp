@@ -1,8 +1,10 @@
-// The operations of an engine (engine.hpp): the wait loop, the deadline, abort, Ctrl-C and dead-peer checks live in
-// EngineOperation; a kind of operation says only how to poll it once (step) and whether it has something to sleep on.
+// An operation of a group, whichever path runs it (oneCCL, the shared-memory path, the hierarchy): the caller's wait,
+// the deadline, abort, Ctrl-C and dead-peer checks live here; a kind of operation says only how to poll it once (step)
+// and whether it has something to sleep on.
 #pragma once
 
-#include <ccl_core/oneccl/engine.hpp>
+#include <ccl_core/group.hpp>
+#include <ccl_core/progress.hpp>
 
 #include <chrono>
 #include <exception>
@@ -13,18 +15,13 @@
 
 namespace ccl_core {
 
-// Every call into oneCCL's executor (issuing an op, testing an event) holds this lock. Without its worker thread
-// the executor is driven by whichever thread polls; two threads (a caller and the progress thread, or two groups
-// driven from two threads, host or device) must not drive it at once.
-std::mutex& engine_mutex();
-
-class EngineOperation : public PendingOperation, public std::enable_shared_from_this<EngineOperation> {
+class GroupOperation : public PendingOperation {
 public:
     using Clock = std::chrono::steady_clock;
-    EngineOperation(std::shared_ptr<Engine> engine, std::string op, std::string peers, std::function<void()> finish);
-    // Let go on the progress thread (its caller dropped it meanwhile), it hands its engine to a user's thread: the
-    // engine may go with it, and destroying one is collective.
-    ~EngineOperation() override;
+    GroupOperation(std::shared_ptr<Group> group, std::string op, std::string peers, std::function<void()> finish);
+    // Let go on the progress thread (its caller dropped it meanwhile), it hands its group to a user's thread: the
+    // group's communicator may go with it, and destroying one is collective.
+    ~GroupOperation() override;
 
     bool test() override;
     void wait(std::optional<std::chrono::milliseconds> timeout, const std::function<void()>& every_50ms) override;
@@ -34,7 +31,7 @@ public:
     bool sleep_in_background(std::chrono::microseconds limit) override;
     std::chrono::microseconds nap_limit(Clock::duration waited) const override;
     bool driven_by_a_caller() const override;
-    const std::shared_ptr<Engine>& engine() const { return engine_; }
+    const std::shared_ptr<Group>& group() const { return group_; }
 
 protected:
     // One poll: true once the transfer is complete. Throws on failure (InvalidArgument when the ranks disagree).
@@ -46,15 +43,18 @@ protected:
         (void)ready;
         (void)limit;
     }
-    // Whether oneCCL has the op: false while a blocking call still issues it (EngineSettings::calls_block).
+    // Whether the op has been handed to whatever runs it: false while a blocking oneCCL call still issues it
+    // (EngineSettings::calls_block).
     virtual bool issued() const { return true; }
-    // Whether polling this op drives oneCCL (else only the same-host path): see Engine::oneccl_waiters.
+    // Whether a wait that only needs the op issued may return (EngineSettings::wait_for_completion).
+    virtual bool done_once_issued() const { return false; }
+    // Whether polling this op drives oneCCL (else only the same-host path): see Group::Waiting.
     virtual bool moves_through_oneccl() const { return true; }
     // " in oneCCL" for messages of failed steps.
     virtual const char* failing_layer() const { return " in oneCCL"; }
 
 private:
-    // Keeps `error` as this op's failure (the first one wins), aborts the engine for `abort_reason`, and throws it.
+    // Keeps `error` as this op's failure (the first one wins), aborts the group for `abort_reason`, and throws it.
     [[noreturn]] void fail(std::exception_ptr error, const std::string& abort_reason, AbortCause cause);
     // The one place where an operation runs out of time: fails it with the Timeout that names the op, the ranks
     // waited for and `allowed`.
@@ -63,8 +63,10 @@ private:
     // (checked every 200 ms: it would never complete the op).
     void check_health(Clock::time_point now);
     Clock::time_point deadline() const;
+    // Whether the caller's wait may end: the op done (or, for done_once_issued(), issued), its failure raised.
+    bool wait_is_over();
 
-    std::shared_ptr<Engine> engine_;
+    std::shared_ptr<Group> group_;
     std::string op_;     // "allreduce"
     std::string peers_;  // "ranks 0-1", "rank 1": who must take part, for error messages
     std::function<void()> finish_;
@@ -74,26 +76,6 @@ private:
     const Clock::time_point issued_at_ = Clock::now();
     std::chrono::milliseconds timeout_;  // the deadline is issued_at_ + timeout_
     Clock::time_point next_peer_check_ = issued_at_ + std::chrono::milliseconds(200);
-};
-
-// An operation that oneCCL runs, done when its event is.
-class OneCclOperation final : public EngineOperation {
-public:
-    OneCclOperation(std::shared_ptr<Engine> engine, std::string op, std::string peers, std::function<void()> finish,
-                    ccl::event event);
-    // ccl::event's destructor waits for the operation; after a timeout it would wait for ever.
-    ~OneCclOperation() override;
-
-private:
-    friend class Engine;
-    bool step() override;
-    bool issued() const override { return issued_.load(std::memory_order_acquire); }
-    // Runs oneCCL's call (on the blocking-call thread, see EngineSettings::calls_block).
-    void call(const StartOneCcl& start);
-
-    ccl::event event_;
-    std::atomic<bool> issued_{true};  // false while its call waits for, or runs on, the blocking-call thread
-    std::exception_ptr call_failure_;  // what that call threw, set before issued_
 };
 
 }  // namespace ccl_core
