@@ -18,7 +18,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::alltoall_base(at::Tensor& output
                                                               std::vector<int64_t>& output_split_sizes,
                                                               std::vector<int64_t>& input_split_sizes,
                                                               const c10d::AllToAllOptions& opts) {
-    const char* op = "alltoall_base";
+    const OpName op = CCL_TORCH_OP("alltoall_base");
     return launch({c10d::OpType::ALLTOALL_BASE, op, opts.timeout, opts.asyncOp}, [&] {
         (void)check_movable(input, op, "input");
         check_dense(output, op, "output");
@@ -38,7 +38,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::alltoall_base(at::Tensor& output
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                                          const c10d::AllToAllOptions& opts) {
-    const char* op = "alltoall";
+    const OpName op = CCL_TORCH_OP("alltoall");
     return launch({c10d::OpType::ALLTOALL, op, opts.timeout, opts.asyncOp}, [&] {
         CCL_CHECK_ARGUMENT(static_cast<int>(inputs.size()) == getSize() && static_cast<int>(outputs.size()) == getSize(),
                            op, ": expects one input and one output tensor per rank (", getSize(), "), got ",

@@ -17,7 +17,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::endCoalescing() {
     for (auto& w : coalesced_) {
         for (auto& t : w->result()) outputs.push_back(t);
     }
-    return launch({c10d::OpType::COALESCED, "coalesced", c10d::kUnsetTimeout, true},
+    return launch({c10d::OpType::COALESCED, CCL_TORCH_OP("coalesced"), c10d::kUnsetTimeout, true},
                   [&] { return Checked<NoPlan>{{}, outputs, {}}; },
                   [&](Issue& issue, NoPlan&) {
                       // one operation over every part's requests, finish steps and tensors

@@ -27,7 +27,7 @@ void check_outputs_like(const std::vector<at::Tensor>& outs, const at::Tensor& i
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::broadcast(std::vector<at::Tensor>& tensors,
                                                           const c10d::BroadcastOptions& opts) {
-    const char* op = "broadcast";
+    const OpName op = CCL_TORCH_OP("broadcast");
     return launch({c10d::OpType::BROADCAST, op, opts.timeout, opts.asyncOp}, [&] {
         (void)check_movable(single(tensors, op), op, "tensor");
         check_root(opts.rootRank, getSize(), op);
@@ -42,7 +42,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::broadcast(std::vector<at::Tensor
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                                 const c10d::AllgatherOptions& opts) {
-    const char* op = "allgather_into_tensor";
+    const OpName op = CCL_TORCH_OP("allgather_into_tensor");
     return launch({c10d::OpType::_ALLGATHER_BASE, op, opts.timeout, opts.asyncOp}, [&] {
         check_allgather_pair(output, input, getSize(), op);
         return Checked<NoPlan>{{input}, {output}, {}};
@@ -52,7 +52,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::_allgather_base(at::Tensor& outp
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                                                 std::vector<at::Tensor>& inputs,
                                                                                 const c10d::AllgatherOptions& opts) {
-    const char* op = "allgather_into_tensor_coalesced";
+    const OpName op = CCL_TORCH_OP("allgather_into_tensor_coalesced");
     return launch({c10d::OpType::COALESCED, op, opts.timeout, opts.asyncOp}, [&] {
         CCL_CHECK_ARGUMENT(outputs.size() == inputs.size(), op, ": ", outputs.size(), " outputs for ", inputs.size(),
                            " inputs");
@@ -66,7 +66,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allgather_into_tensor_coalesced(
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                                           std::vector<at::Tensor>& inputs,
                                                           const c10d::AllgatherOptions& opts) {
-    const char* op = "allgather";
+    const OpName op = CCL_TORCH_OP("allgather");
     return launch({c10d::OpType::ALLGATHER, op, opts.timeout, opts.asyncOp}, [&] {
         (void)check_movable(single(inputs, op), op, "input");
         CCL_CHECK_ARGUMENT(outputs.size() == 1, op, ": expects one output list, got ", outputs.size());
@@ -87,7 +87,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allgather(std::vector<std::vecto
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                                                     std::vector<at::Tensor>& inputs,
                                                                     const c10d::AllgatherOptions& opts) {
-    const char* op = "allgather_coalesced";
+    const OpName op = CCL_TORCH_OP("allgather_coalesced");
     return launch({c10d::OpType::ALLGATHER_COALESCED, op, opts.timeout, opts.asyncOp}, [&] {
         CCL_CHECK_ARGUMENT(outputs.size() == static_cast<std::size_t>(getSize()), op,
                            ": expects one output list per rank");
@@ -119,7 +119,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allgather_coalesced(std::vector<
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::gather(std::vector<std::vector<at::Tensor>>& outputs,
                                                        std::vector<at::Tensor>& inputs,
                                                        const c10d::GatherOptions& opts) {
-    const char* op = "gather";
+    const OpName op = CCL_TORCH_OP("gather");
     const int root = static_cast<int>(opts.rootRank);
     return launch({c10d::OpType::GATHER, op, opts.timeout, opts.asyncOp}, [&] {
         const at::Tensor& input = single(inputs, op);
@@ -153,7 +153,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::gather(std::vector<std::vector<a
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::scatter(std::vector<at::Tensor>& outputs,
                                                         std::vector<std::vector<at::Tensor>>& inputs,
                                                         const c10d::ScatterOptions& opts) {
-    const char* op = "scatter";
+    const OpName op = CCL_TORCH_OP("scatter");
     const int root = static_cast<int>(opts.rootRank);
     // the plan: the root's inputs, concatenated (undefined elsewhere)
     return launch({c10d::OpType::SCATTER, op, opts.timeout, opts.asyncOp}, [&] {

@@ -8,7 +8,7 @@ namespace ccl_torch {
 // Sends and recvs always move in the background: the caller of isend/irecv computes meanwhile, and a blocking send
 // waits at once anyway.
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::send(std::vector<at::Tensor>& tensors, int dst_rank, int /*tag*/) {
-    const char* op = "send";
+    const OpName op = CCL_TORCH_OP("send");
     return launch({c10d::OpType::SEND, op, c10d::kUnsetTimeout, true}, [&] {
         (void)check_movable(single(tensors, op), op, "tensor");
         check_peer(dst_rank, getRank(), getSize(), op);
@@ -22,7 +22,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::send(std::vector<at::Tensor>& te
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::recv(std::vector<at::Tensor>& tensors, int src_rank, int /*tag*/) {
-    const char* op = "recv";
+    const OpName op = CCL_TORCH_OP("recv");
     return launch({c10d::OpType::RECV, op, c10d::kUnsetTimeout, true}, [&] {
         (void)check_movable(single(tensors, op), op, "tensor");
         check_peer(src_rank, getRank(), getSize(), op);
@@ -38,7 +38,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::recv(std::vector<at::Tensor>& te
 // The recv is issued once some peer's send to this rank is announced and unclaimed (see any_source.hpp), at the
 // latest when the caller waits; until then it costs a store read per poll.
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::recvAnysource(std::vector<at::Tensor>& tensors, int /*tag*/) {
-    const char* op = "recv";
+    const OpName op = CCL_TORCH_OP("recv");
     return launch({c10d::OpType::RECVANYSOURCE, op, c10d::kUnsetTimeout, true}, [&] {
         (void)check_movable(single(tensors, op), op, "tensor");
         CCL_CHECK_ARGUMENT(getSize() > 1, "recv without src: a group of one rank has no peer to receive from");

@@ -64,7 +64,7 @@ void reduce_scatter_flat(Issue& issue, const char* op, at::Tensor& output, const
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allreduce_all(const OpSpec& spec, std::vector<at::Tensor>& tensors,
                                                               const c10d::ReduceOp& rop) {
-    const char* op = spec.name;
+    const char* op = spec.op.name;
     return launch(spec, [&] {
         CCL_CHECK_ARGUMENT(!tensors.empty(), op, ": no tensors given");
         Checked<std::vector<Reduction>> checked{tensors, tensors, {}};
@@ -77,18 +77,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allreduce_all(const OpSpec& spec
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allreduce(std::vector<at::Tensor>& tensors,
                                                           const c10d::AllreduceOptions& opts) {
-    return allreduce_all({c10d::OpType::ALLREDUCE, "allreduce", opts.timeout, opts.asyncOp}, tensors, opts.reduceOp);
+    return allreduce_all({c10d::OpType::ALLREDUCE, CCL_TORCH_OP("allreduce"), opts.timeout, opts.asyncOp}, tensors, opts.reduceOp);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                                     const c10d::AllreduceCoalescedOptions& opts) {
-    return allreduce_all({c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", opts.timeout, opts.asyncOp}, tensors,
+    return allreduce_all({c10d::OpType::ALLREDUCE_COALESCED, CCL_TORCH_OP("allreduce_coalesced"), opts.timeout, opts.asyncOp}, tensors,
                          opts.reduceOp);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::reduce(std::vector<at::Tensor>& tensors,
                                                        const c10d::ReduceOptions& opts) {
-    const char* op = "reduce";
+    const OpName op = CCL_TORCH_OP("reduce");
     return launch({c10d::OpType::REDUCE, op, opts.timeout, opts.asyncOp}, [&] {
         const at::Tensor& t = single(tensors, op);
         check_root(opts.rootRank, getSize(), op);
@@ -100,7 +100,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::reduce(std::vector<at::Tensor>& 
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                      const c10d::ReduceScatterOptions& opts) {
-    const char* op = "reduce_scatter_tensor";
+    const OpName op = CCL_TORCH_OP("reduce_scatter_tensor");
     return launch({c10d::OpType::_REDUCE_SCATTER_BASE, op, opts.timeout, opts.asyncOp}, [&] {
         return Checked<Reduction>{{input}, {output}, check_reduce_scatter_pair(output, input, opts.reduceOp, getSize(), op)};
     }, [&](Issue& issue, Reduction& plan) { reduce_scatter_flat(issue, op, output, input, plan, getRank(), getSize()); });
@@ -109,7 +109,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::_reduce_scatter_base(at::Tensor&
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                                                 std::vector<at::Tensor>& inputs,
                                                                                 const c10d::ReduceScatterOptions& opts) {
-    const char* op = "reduce_scatter_tensor_coalesced";
+    const OpName op = CCL_TORCH_OP("reduce_scatter_tensor_coalesced");
     return launch({c10d::OpType::COALESCED, op, opts.timeout, opts.asyncOp}, [&] {
         CCL_CHECK_ARGUMENT(outputs.size() == inputs.size(), op, ": ", outputs.size(), " outputs for ", inputs.size(),
                            " inputs");
@@ -140,7 +140,7 @@ struct ListPlan {
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::reduce_scatter(std::vector<at::Tensor>& outputs,
                                                                std::vector<std::vector<at::Tensor>>& inputs,
                                                                const c10d::ReduceScatterOptions& opts) {
-    const char* op = "reduce_scatter";
+    const OpName op = CCL_TORCH_OP("reduce_scatter");
     return launch({c10d::OpType::REDUCE_SCATTER, op, opts.timeout, opts.asyncOp}, [&] {
         const at::Tensor& output = single(outputs, op);
         check_dense(output, op, "output");

@@ -203,15 +203,12 @@ std::shared_ptr<ccl_core::Collectives> ProcessGroupCCL::collectives_for(const ch
 
 c10::intrusive_ptr<CCLWork> ProcessGroupCCL::make_work(const OpSpec& spec, const std::vector<at::Tensor>& inputs,
                                                        std::vector<at::Tensor> outputs) {
-    // Profiler name as in the original bindings: "oneccl_bindings_for_pytorch::allreduce".
-    static thread_local std::string title;
-    title = std::string("oneccl_bindings_for_pytorch::") + spec.name;
     const auto timeout = spec.timeout == c10d::kUnsetTimeout || spec.timeout.count() <= 0
                              ? std::chrono::milliseconds(timeout_ms_.load())
                              : spec.timeout;
-    auto op = std::make_shared<WorkOperation>(spec.name, getRank(), timeout);
+    auto op = std::make_shared<WorkOperation>(spec.op.name, getRank(), timeout);
     for (const auto& t : outputs) op->keep_alive(t);  // oneCCL may write into them after the caller dropped them
-    auto work = c10::make_intrusive<CCLWork>(getRank(), spec.type, title.c_str(), inputs, std::move(outputs), op);
+    auto work = c10::make_intrusive<CCLWork>(getRank(), spec.type, spec.op.title, inputs, std::move(outputs), op);
     const uint64_t seq = seq_ + 1;
     work->set_sequence_number(seq);
     const bool timed = timing_.load(std::memory_order_relaxed);
@@ -222,7 +219,7 @@ c10::intrusive_ptr<CCLWork> ProcessGroupCCL::make_work(const OpSpec& spec, const
         if (!inputs.empty() && inputs[0].defined()) {
             moves = {inputs[0].scalar_type(), inputs[0].numel(), static_cast<int>(inputs.size())};
         }
-        board->issued(seq, spec.name, moves);
+        board->issued(seq, spec.op.name, moves);
     }
     // once complete: the board, and torch's completion hooks (the flight recorder retires the op's entry)
     op->on_success([hooks = hooks_, board, seq, key = work->completion_key(), timed,
@@ -235,7 +232,7 @@ c10::intrusive_ptr<CCLWork> ProcessGroupCCL::make_work(const OpSpec& spec, const
     });
     if (verbose_) {
         std::ostringstream line;
-        line << "rank " << getRank() << "/" << getSize() << " " << spec.name << " [" << tensor_list(inputs) << "]";
+        line << "rank " << getRank() << "/" << getSize() << " " << spec.op.name << " [" << tensor_list(inputs) << "]";
         std::fprintf(stderr, "[oneccl_bindings_for_pytorch] %s issued\n", line.str().c_str());
         work->set_verbose(line.str());
     }
@@ -249,13 +246,13 @@ void ProcessGroupCCL::abort_if_interrupted(const OpSpec& spec, ccl_core::Collect
     try {
         check_for_interrupt(interrupted);
     } catch (...) {
-        on.abort(std::string(spec.name) + " was interrupted while being issued");
+        on.abort(std::string(spec.op.name) + " was interrupted while being issued");
         throw;
     }
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::barrier(const c10d::BarrierOptions& opts) {
-    return launch({c10d::OpType::BARRIER, "barrier", opts.timeout, opts.asyncOp},
+    return launch({c10d::OpType::BARRIER, CCL_TORCH_OP("barrier"), opts.timeout, opts.asyncOp},
                   [] { return Checked<NoPlan>{}; },
                   [](Issue& issue, NoPlan&) { issue.op.add(translate_errors([&] { return issue.on.barrier(); })); });
 }

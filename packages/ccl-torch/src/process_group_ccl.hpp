@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <ostream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -36,6 +37,17 @@ struct NoPlan {};
 
 // What an op's issue works with: the operation its requests go into, and the collectives of its device (`keep`
 // holds them for what must outlive the issue: a recv without src issues later).
+// An op's name in messages, and its title in torch's profiler ("oneccl_bindings_for_pytorch::allreduce", as the
+// original bindings name it). Both are literals: torch's RecordFunction keeps the title's pointer until the op
+// completes, long after the call that issued it returned (CCL_TORCH_OP makes one).
+struct OpName {
+    const char* name;
+    const char* title;
+    operator const char*() const { return name; }  // what the checks and messages take
+    friend std::ostream& operator<<(std::ostream& out, const OpName& op) { return out << op.name; }
+};
+#define CCL_TORCH_OP(literal) ::ccl_torch::OpName{literal, "oneccl_bindings_for_pytorch::" literal}
+
 struct Issue {
     WorkOperation& op;
     ccl_core::Collectives& on;
@@ -180,7 +192,7 @@ private:
     // at once) lets ccl-core's progress thread move it while the caller computes.
     struct OpSpec {
         c10d::OpType type;
-        const char* name;
+        OpName op;
         std::chrono::milliseconds timeout;  // c10d::kUnsetTimeout: the group's
         bool async;
     };
@@ -189,7 +201,7 @@ private:
     template <class Check, class IssueSteps>
     c10::intrusive_ptr<c10d::Work> launch(const OpSpec& spec, Check&& check, IssueSteps&& issue) {
         auto checked = check();
-        auto on = collectives_for(spec.name, checked.inputs, checked.outputs);
+        auto on = collectives_for(spec.op, checked.inputs, checked.outputs);
         auto work = make_work(spec, checked.inputs, std::move(checked.outputs));
         Issue steps{work->operation(), *on, on};
         issue(steps, checked.plan);
