@@ -1,5 +1,5 @@
 """ccl-xpu on this machine: the SYCL device path as far as the machine allows, and the torch plugin on a CPU torch.
-What runs where is said in the README's Intel GPU section."""
+What runs where is said on the Intel GPU page (docs/xpu.md)."""
 import subprocess
 import sys
 import textwrap
