@@ -95,6 +95,45 @@ private:
 
 // ---- creation -----------------------------------------------------------------------------------------------
 
+namespace {
+
+// What every rank of a group that spans hosts agreed on, so that all take the same path for the same op: the switch
+// (off when any rank has CCL_CORE_HIERARCHY=0: `off` says which) and rank 0's sizes.
+struct Agreed {
+    std::string off;
+    std::size_t min_bytes = 0, piece_bytes = 0;
+};
+
+Agreed agree_on_settings(const Group& group, Milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    auto left = [&] {
+        return std::max(Milliseconds(0), std::chrono::duration_cast<Milliseconds>(deadline - std::chrono::steady_clock::now()));
+    };
+    PrefixStore exchange("ccl_core/hierarchy", group.store());
+    const std::string mine = setting_on("CCL_CORE_HIERARCHY") ? "1" : "0";
+    const std::string min_bytes = std::to_string(setting_bytes("CCL_CORE_HIERARCHY_MIN_BYTES", kDefaultMinBytes));
+    const std::string piece_bytes = std::to_string(setting_bytes("CCL_CORE_HIERARCHY_PIECE_BYTES", kDefaultPieceBytes));
+    exchange.set(std::to_string(group.rank()), text(mine + " " + min_bytes + " " + piece_bytes));
+    Agreed agreed;
+    for (int r = 0; r < group.size(); ++r) {
+        // "<switch> <min bytes> <piece bytes>", from a peer: checked, not trusted
+        std::istringstream said(text(exchange.get(std::to_string(r), left())));
+        std::string on, min_text, piece_text, extra;
+        if (!(said >> on >> min_text >> piece_text) || (said >> extra)) {
+            throw BackendError("hierarchy: rank " + std::to_string(r) + " sent a malformed setting");
+        }
+        if (on != "1" && agreed.off.empty()) agreed.off = "off: rank " + std::to_string(r) + " has CCL_CORE_HIERARCHY=0";
+        if (r == 0) {
+            agreed.min_bytes = parse_bytes("CCL_CORE_HIERARCHY_MIN_BYTES (rank 0's)", min_text);
+            agreed.piece_bytes =
+                std::max<std::size_t>(1, parse_bytes("CCL_CORE_HIERARCHY_PIECE_BYTES (rank 0's)", piece_text));
+        }
+    }
+    return agreed;
+}
+
+}  // namespace
+
 std::shared_ptr<Hierarchy> Hierarchy::create(std::shared_ptr<Group> whole, Milliseconds timeout, std::string& status) {
     const Group& group = *whole;
     const std::vector<int>& host_of = group.host_of_ranks();
@@ -111,33 +150,9 @@ std::shared_ptr<Hierarchy> Hierarchy::create(std::shared_ptr<Group> whole, Milli
         status = "off: hosts hold " + counts + " ranks (needs the same number, at least 2, on every host)";
         return nullptr;
     }
-    // Every rank must take the same path for the same op: the switch and the threshold are agreed here.
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    auto left = [&] {
-        return std::max(Milliseconds(0), std::chrono::duration_cast<Milliseconds>(deadline - std::chrono::steady_clock::now()));
-    };
-    PrefixStore agreed("ccl_core/hierarchy", group.store());
-    const std::string mine = setting_on("CCL_CORE_HIERARCHY") ? "1" : "0";
-    const std::string min_bytes = std::to_string(setting_bytes("CCL_CORE_HIERARCHY_MIN_BYTES", kDefaultMinBytes));
-    const std::string piece_bytes = std::to_string(setting_bytes("CCL_CORE_HIERARCHY_PIECE_BYTES", kDefaultPieceBytes));
-    agreed.set(std::to_string(group.rank()), text(mine + " " + min_bytes + " " + piece_bytes));
-    std::string off;
-    std::size_t threshold = 0, piece = 0;
-    for (int r = 0; r < group.size(); ++r) {
-        // "<switch> <min bytes> <piece bytes>", from a peer: checked, not trusted
-        std::istringstream said(text(agreed.get(std::to_string(r), left())));
-        std::string on, min_text, piece_text, extra;
-        if (!(said >> on >> min_text >> piece_text) || (said >> extra)) {
-            throw BackendError("hierarchy: rank " + std::to_string(r) + " sent a malformed setting");
-        }
-        if (on != "1" && off.empty()) off = "off: rank " + std::to_string(r) + " has CCL_CORE_HIERARCHY=0";
-        if (r == 0) {
-            threshold = parse_bytes("CCL_CORE_HIERARCHY_MIN_BYTES (rank 0's)", min_text);
-            piece = std::max<std::size_t>(1, parse_bytes("CCL_CORE_HIERARCHY_PIECE_BYTES (rank 0's)", piece_text));
-        }
-    }
-    if (!off.empty()) {
-        status = off;
+    const Agreed agreed = agree_on_settings(group, timeout);
+    if (!agreed.off.empty()) {
+        status = agreed.off;
         return nullptr;
     }
 
@@ -146,8 +161,8 @@ std::shared_ptr<Hierarchy> Hierarchy::create(std::shared_ptr<Group> whole, Milli
     h->hosts_ = hosts;
     h->local_size_ = per_host[0];
     h->host_ = host_of[static_cast<std::size_t>(group.rank())];
-    h->min_bytes_ = threshold;
-    h->piece_bytes_ = piece;
+    h->min_bytes_ = agreed.min_bytes;
+    h->piece_bytes_ = agreed.piece_bytes;
     h->rank_at_.assign(static_cast<std::size_t>(hosts * h->local_size_), -1);
     std::vector<int> filled(static_cast<std::size_t>(hosts), 0);
     for (int r = 0; r < group.size(); ++r) {

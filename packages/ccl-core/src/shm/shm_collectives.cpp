@@ -757,6 +757,12 @@ bool ShmCollectives::advance(Op& o) {
     }
     if (o.path == Op::Path::in_place) return advance_in_place(o);
     if (o.kind != Kind::allreduce) return advance_placed(o);
+    return advance_copied_allreduce(o);
+}
+
+// allreduce through the slots, per segment: a small one reduces every slot on every rank (one synchronisation); a
+// large one reduces this rank's share into its output and the result area, then collects the others' shares.
+bool ShmCollectives::advance_copied_allreduce(Op& o) {
     while (o.segment < o.segments) {
         const auto [seq, half, first, n] = piece_of(o);
         const std::size_t offset = first * o.element;

@@ -120,6 +120,7 @@ private:
     void advance_queue();
     bool advance(Op& op);
     bool advance_placed(Op& op);
+    bool advance_copied_allreduce(Op& op);
     void check_agreement(const Op& op, std::uint64_t seq) const;
     char* slot(int half, int rank) const;
     char* result(int half) const;
