@@ -15,7 +15,11 @@ std::atomic<unsigned long> main_thread{0};  // PyThread_get_thread_ident() of Py
 // nothing to ask, and taking Python's lock there every 50 ms would only compete with the main thread.
 void raise_pending_interrupt() {
     if (PyThread_get_thread_ident() != main_thread.load(std::memory_order_relaxed)) return;
-    if (!Py_IsInitialized() || _Py_IsFinalizing()) return;
+#if PY_VERSION_HEX >= 0x030D0000
+    if (!Py_IsInitialized() || Py_IsFinalizing()) return;
+#else
+    if (!Py_IsInitialized() || _Py_IsFinalizing()) return;  // public as Py_IsFinalizing from 3.13
+#endif
     pybind11::gil_scoped_acquire gil;
     if (PyErr_CheckSignals() != 0) throw pybind11::error_already_set();  // torch's bindings raise it in Python
 }
