@@ -54,7 +54,11 @@ def test_pip_install_ccl_xpu_gives_a_set_whose_device_collectives_run(tmp_path):
     ranks = [subprocess.Popen([str(python), str(Path(__file__).with_name("xpu_job.py"))], cwd=tmp_path,
                               env=dict(env, RANK=str(r)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for r in range(2)]
-    outs = [r.communicate(timeout=300) for r in ranks]
+    try:
+        outs = [r.communicate(timeout=300) for r in ranks]
+    finally:  # a rank left behind would spin on, and hold its shared memory, past the test
+        for r in ranks:
+            r.kill()
     for r, (stdout, stderr) in enumerate(outs):
         assert ranks[r].returncode == 0, f"rank {r}:\n{stdout}\n{stderr[-3000:]}"
         result = json.loads(stdout.splitlines()[-1])

@@ -66,6 +66,12 @@ def test_device_collectives_on_two_ranks():
 
 
 @pytest.mark.skipif(PROBLEM != "", reason=f"oneCCL's device path cannot run here: {PROBLEM}")
+def test_a_dropped_device_communicator_is_destroyed_before_the_next_one_is_made():
+    results = run_ranks(xpu_workers.device_then_host_communicators, 2, make_comm=False, timeout=300)
+    assert results == [[(True, True, True)] * 3] * 2, results
+
+
+@pytest.mark.skipif(PROBLEM != "", reason=f"oneCCL's device path cannot run here: {PROBLEM}")
 @pytest.mark.parametrize("how", ["timeout", "issue", "wait"])
 def test_a_failed_device_wait_aborts_the_device_communicator(how):
     """Ended by its own timeout, or by a Ctrl-C that arrives while the op is issued or as its wait begins (raised in

@@ -68,6 +68,36 @@ def device_collectives(rank, size, store_dir):
     return bad
 
 
+def device_then_host_communicators(rank, size, store_dir):
+    """A device communicator used and dropped, then at once a host one, three times over, with the blocking-call
+    thread holding each device call 0.3 s after it ended (ccl_core._hold_blocking_calls): dropping the device
+    communicator must destroy it there and then (its departure is recorded in the store when `del` returns), not
+    later on that thread beside the host communicator's creation, where both ranks once hung in oneCCL."""
+    from ccl_core import _ccl_core
+
+    _ccl_core._hold_blocking_calls(0.3)
+    store = ccl_core.FileStore(store_dir)
+    q = ccl_xpu.Queue()
+    out = []
+    for round_ in range(3):
+        comm = ccl_xpu.DeviceCommunicator(ccl_core.PrefixStore(f"round{round_}", store), rank, size, q, timeout=60)
+        x = q.usm(1000)
+        np.asarray(x)[:] = rank + 1
+        comm.allreduce(x, x)
+        device_right = bool(np.all(np.asarray(x) == sum(range(1, size + 1))))
+        del comm
+        try:
+            departed = ccl_core.PrefixStore(f"round{round_}", store).get(f"ccl_xpu/departed/{rank}", timeout=0) == b"1"
+        except Exception:  # noqa: BLE001  (not there yet: the destruction was left to the blocking-call thread)
+            departed = False
+        host = ccl_core.Communicator(ccl_core.PrefixStore(f"host{round_}", store), rank, size, timeout=60)
+        y = np.full(1000, rank + 1, np.float32)
+        host.allreduce(y, y)
+        out.append((device_right, departed, bool(np.all(y == sum(range(1, size + 1))))))
+        del host
+    return out
+
+
 def device_communicator_refused(rank, size, store_dir):
     """Where oneCCL's device path cannot run, making a communicator raises (never crashes) on every rank."""
     q = ccl_xpu.Queue()

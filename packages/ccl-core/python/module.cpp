@@ -9,6 +9,7 @@
 #include "kernels/elementwise.hpp"
 #include <ccl_core/oneccl/runtime.hpp>
 #include "settings.hpp"
+#include "testing/blocking_call_hold.hpp"
 #include "testing/sigint_points.hpp"
 
 #include <pybind11/chrono.h>
@@ -199,6 +200,10 @@ PYBIND11_MODULE(_ccl_core, m) {
           }, py::arg("phase"),
           "For tests: the next operation of this process that reaches `phase` ('issue' or 'wait') raises SIGINT, once "
           "(src/testing/sigint_points.hpp)");
+    m.def("_hold_blocking_calls", [](double seconds) {
+              detail::hold_blocking_calls(std::chrono::milliseconds(static_cast<long long>(seconds * 1000)));
+          }, py::arg("seconds"),
+          "For tests: the blocking-call thread keeps each call that long after it ended (src/testing/blocking_call_hold.hpp)");
     m.def("initialize_runtime", &initialize_runtime, "Apply ccl-core's oneCCL defaults and initialise oneCCL");
     m.def("env_defaults", [] {
         py::list out;

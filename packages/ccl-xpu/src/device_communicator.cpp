@@ -123,7 +123,10 @@ std::shared_ptr<DeviceCommunicator> DeviceCommunicator::create(std::shared_ptr<c
 }
 
 DeviceCommunicator::DeviceCommunicator(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
-DeviceCommunicator::~DeviceCommunicator() = default;
+DeviceCommunicator::~DeviceCommunicator() {
+    // the last call's thread may still hold the engine (and this Impl): its collective destruction belongs here
+    if (impl_ && impl_->engine) impl_->engine->settle_blocking_calls();
+}
 
 int DeviceCommunicator::rank() const { return impl_->group().rank(); }
 int DeviceCommunicator::size() const { return impl_->group().size(); }

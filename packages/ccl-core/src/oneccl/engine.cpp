@@ -1,6 +1,7 @@
 // The oneCCL engine's life (engine.hpp): its communicator made over a group, and let go; issuing is in issue.cpp.
 #include <ccl_core/oneccl/engine.hpp>
 
+#include "oneccl_operation.hpp"
 #include "store_kvs.hpp"
 
 #include "../group/local_path.hpp"
@@ -14,6 +15,7 @@ Engine::Engine(std::shared_ptr<Group> group, EngineSettings settings)
 
 std::shared_ptr<Engine> Engine::create(std::shared_ptr<Group> group, EngineSettings settings) {
     std::shared_ptr<Engine> engine(new Engine(std::move(group), std::move(settings)));
+    if (engine->settings_.calls_block) engine->calls_held_ = std::make_shared<CallsHeld>();
     const Group& g = *engine->group_;
     try {
         engine->kvs_ = std::make_shared<detail::StoreKvs>(

@@ -3,7 +3,9 @@
 #include "oneccl_operation.hpp"
 
 #include "../group/local_path.hpp"
+#include "../testing/blocking_call_hold.hpp"
 
+#include <algorithm>
 #include <condition_variable>
 #include <csignal>
 #include <cstdlib>
@@ -139,7 +141,21 @@ Request Engine::issue(const char* op, std::string peers, StartOneCcl start, std:
         auto operation = std::make_shared<OneCclOperation>(shared_from_this(), op, std::move(peers), std::move(finish),
                                                            ccl::event());
         operation->issued_.store(false);
-        BlockingCallThread::instance().post([operation, start = std::move(start)] { operation->call(start); });
+        {
+            std::lock_guard<std::mutex> lock(calls_held_->mutex);
+            ++calls_held_->count;
+        }
+        // The call reports its end (issued_) before the thread lets go of it: what it holds is dropped here, and
+        // only then counted out, so that settle_blocking_calls() knows when the engine is the owner's alone.
+        BlockingCallThread::instance().post(
+            [operation, start = std::move(start), held = calls_held_]() mutable {
+                operation->call(start);
+                if (const auto hold = detail::blocking_call_hold(); hold.count() > 0) std::this_thread::sleep_for(hold);
+                start = nullptr;
+                operation = nullptr;
+                std::lock_guard<std::mutex> lock(held->mutex);
+                if (--held->count == 0) held->none_left.notify_all();
+            });
         return Request(operation);
     }
     ccl::event event;
@@ -156,6 +172,16 @@ Request Engine::issue(const char* op, std::string peers, StartOneCcl start, std:
     }
     return Request(std::make_shared<OneCclOperation>(shared_from_this(), op, std::move(peers), std::move(finish),
                                                      std::move(event)));
+}
+
+void Engine::settle_blocking_calls() noexcept {
+    if (!calls_held_) return;
+    const auto limit = std::min(group_->options().timeout, Milliseconds(10000));
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    std::unique_lock<std::mutex> lock(calls_held_->mutex);
+    // a call stuck on a dead peer never lets go: after an abort (or the bound) the engine is left to that thread
+    while (calls_held_->count > 0 && !group_->aborted() && std::chrono::steady_clock::now() < deadline)
+        calls_held_->none_left.wait_for(lock, std::chrono::milliseconds(50));
 }
 
 }  // namespace ccl_core

@@ -6,6 +6,7 @@
 #include <ccl_core/oneccl/engine.hpp>
 
 #include <atomic>
+#include <condition_variable>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -36,6 +37,13 @@ private:
     ccl::event event_;
     std::atomic<bool> issued_{true};  // false while its call waits for, or runs on, the blocking-call thread
     std::exception_ptr call_failure_;  // what that call threw, set before issued_
+};
+
+// How many of an engine's calls the blocking-call thread still holds (Engine::settle_blocking_calls).
+struct Engine::CallsHeld {
+    std::mutex mutex;
+    std::condition_variable none_left;
+    int count = 0;
 };
 
 }  // namespace ccl_core

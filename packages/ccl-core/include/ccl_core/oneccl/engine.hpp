@@ -57,6 +57,13 @@ public:
     // must own what it uses (capture by value).
     Request issue(const char* op, std::string peers, StartOneCcl start, std::function<void()> finish = {});
 
+    // With settings().calls_block: waits until the blocking-call thread has let go of every call issued here
+    // (bounded, and not at all once the group is aborted). An owner calls it before dropping its last reference,
+    // so that the engine's destruction, which is collective and enters oneCCL, runs on the owner's thread and not
+    // on that thread, concurrently with the owner's next oneCCL call (two ranks then hung creating their next
+    // communicator).
+    void settle_blocking_calls() noexcept;
+
 private:
     friend class OneCclOperation;
     Engine(std::shared_ptr<Group> group, EngineSettings settings);
@@ -70,6 +77,8 @@ private:
     EngineSettings settings_;
     std::shared_ptr<ccl::kvs_interface> kvs_;
     std::unique_ptr<ccl::communicator> comm_;
+    struct CallsHeld;  // issue.cpp: how many of this engine's calls the blocking-call thread still holds
+    std::shared_ptr<CallsHeld> calls_held_;
 };
 
 }  // namespace ccl_core
