@@ -179,3 +179,64 @@ def disagreeing_roots(comm):
         return "no error"
     except ccl_core.InvalidArgumentError as e:
         return str(e)
+
+
+def large_ops_digests(comm, registered=False):
+    """Large messages on every path of the shared-memory path (the copying allreduce, allgather, reduce_scatter,
+    broadcast; with `registered`, the in-place ones), up to outputs stored past the caches: the bits each rank got,
+    after checking what can be checked exactly against NumPy. Helper threads (CCL_CORE_THREADS) must not change them."""
+    size, rank = comm.size, comm.rank
+    rng = np.random.default_rng(1000 + rank)
+
+    def array(count, dtype):
+        if registered:
+            a = comm.allocate(count, "uint16" if dtype == "bfloat16" else dtype)
+        else:
+            a = np.empty(count, np.uint16 if dtype == "bfloat16" else dtype)
+        return a
+
+    digests, bad = [], []
+    for count in (1 << 16, 1 << 20, 3 << 20):  # 256 KiB-12 MiB of float32: parts for helpers, streaming stores
+        for dtype in ("float32", "bfloat16", "float16"):
+            x = array(count, dtype)
+            values = rng.standard_normal(count).astype(np.float32)
+            if dtype == "bfloat16":
+                x[:] = (values.view(np.uint32) >> 16).astype(np.uint16)
+            else:
+                x[:] = values.astype(dtype)
+            comm.allreduce(x, x, **({"dtype": "bfloat16"} if dtype == "bfloat16" else {}))
+            digests.append(hashlib.sha256(x.tobytes()).hexdigest())
+        ints = array(count, "int32")
+        ints[:] = rank + 1
+        gathered = array(count * size, "int32")
+        comm.allgather(ints, gathered)
+        if not np.array_equal(gathered.reshape(size, -1), np.repeat(np.arange(1, size + 1), count).reshape(size, -1)):
+            bad.append(f"allgather {count}")
+        blocks = array(count * size, "int32")
+        blocks[:] = np.arange(count * size) % 1000 + rank
+        part = array(count, "int32")
+        comm.reduce_scatter(blocks, part)
+        want = (np.arange(rank * count, (rank + 1) * count) % 1000) * size + size * (size - 1) // 2
+        if not np.array_equal(part, want):
+            bad.append(f"reduce_scatter {count}")
+        ints[:] = rank * 10 + 1
+        comm.broadcast(ints, root=size - 1)
+        if not np.all(ints == (size - 1) * 10 + 1):
+            bad.append(f"broadcast {count}")
+    return digests, bad, comm.in_place_ops
+
+
+def one_shot_limit_by_rank_count(comm):
+    """Allreduces around the default one-synchronisation limit of this rank count, in every dtype family, against
+    NumPy (both variants reduce the same sources in the same order)."""
+    bad = []
+    limit = min(64 << 10, (64 << 10) // (comm.size - 1))
+    for nbytes in (limit - 64, limit, limit + 64, 4 * limit):
+        for dtype in ("int32", "bfloat16", "float32"):
+            n = nbytes // (2 if dtype == "bfloat16" else 4)
+            inputs = [_values(r, n, dtype, nbytes) for r in range(comm.size)]
+            buf = encode(inputs[comm.rank], dtype)
+            comm.allreduce(buf, **kw(dtype))
+            if not close(decode(buf, dtype), reduce_reference(inputs, "sum"), dtype, "sum"):
+                bad.append(f"{nbytes} bytes {dtype}")
+    return bad

@@ -46,7 +46,10 @@ def test_a_process_with_ops_pending_ends_cleanly():
     assert run_ranks(w.exits_with_ops_pending, 2, timeout=60) == ["issued", "issued"]
 
 
-def test_nothing_pending_costs_no_cpu():
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_nothing_pending_costs_no_cpu(monkeypatch, threads):
+    """Also with helper threads (CCL_CORE_THREADS=2), which the large ops before the idle time woke: they sleep."""
+    monkeypatch.setenv("CCL_CORE_THREADS", threads)
     spent = run_ranks(w.idle_cost, 2, 5.0)
     print(f"CPU seconds over 5 s with nothing pending: {spent}")
     assert all(s < 0.05 for s in spent), spent  # 1% of a core over 5 s

@@ -16,7 +16,7 @@ def small_segments(monkeypatch):
         monkeypatch.setenv(key, value)
 
 
-@pytest.mark.parametrize("size", [2, 3])
+@pytest.mark.parametrize("size", [2, 3, 4, 8])
 @pytest.mark.parametrize("worker", [shm_workers.sizes_dtypes_ops, shm_workers.placed_ops], ids=lambda f: f.__name__)
 def test_every_count_dtype_and_op_matches_numpy(small_segments, worker, size):
     """allreduce (sizes_dtypes_ops); allgather, reduce_scatter and broadcast (placed_ops)."""
@@ -94,3 +94,26 @@ def test_placed_ops_with_default_segments():
 def test_disagreeing_broadcast_roots_raise_on_every_rank():
     for message in run_ranks(shm_workers.disagreeing_roots, 2):
         assert "disagree" in message and "from root 0" in message and "from root 1" in message, message
+
+
+@pytest.mark.parametrize("size", [2, 3, 4, 8])
+def test_allreduce_around_the_one_shot_limit_of_each_rank_count(size):
+    """The one-synchronisation variant's limit shrinks as ranks are added (65536 / (ranks - 1) bytes): both sides of
+    it, at the default settings."""
+    assert run_ranks(shm_workers.one_shot_limit_by_rank_count, size, timeout=240) == [[]] * size
+
+
+@pytest.mark.parametrize("registered", [False, True], ids=["copied", "registered"])
+def test_helper_threads_give_the_same_bits(monkeypatch, registered):
+    """Large messages split across helper threads (CCL_CORE_THREADS=2) give the bits one thread gives, on every path,
+    the copying and the in-place ones, up to outputs stored past the caches (8 MiB and more)."""
+    results = {}
+    for threads in ("1", "2"):
+        monkeypatch.setenv("CCL_CORE_THREADS", threads)
+        per_rank = run_ranks(shm_workers.large_ops_digests, 2, registered, timeout=300)
+        for digests, bad, in_place_ops in per_rank:
+            assert bad == [], bad
+            assert (in_place_ops > 0) == registered, in_place_ops
+        assert per_rank[0][0] == per_rank[1][0]  # every rank holds the same bits
+        results[threads] = per_rank[0][0]
+    assert results["1"] == results["2"]

@@ -34,7 +34,7 @@ NEEDS_PRIVATE_DEV_SHM = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which
                                            reason="needs root and unshare (a private /dev/shm)")
 
 
-def torchrun_with_dev_shm(size: str, job_text: str, tmp_path) -> subprocess.CompletedProcess:
+def torchrun_with_dev_shm(size: str, job_text: str, tmp_path, **env) -> subprocess.CompletedProcess:
     """Two ranks of `job_text` under torchrun, in a mount namespace whose /dev/shm is a tmpfs of `size`."""
     job = tmp_path / "job.py"
     job.write_text(job_text)
@@ -42,7 +42,7 @@ def torchrun_with_dev_shm(size: str, job_text: str, tmp_path) -> subprocess.Comp
     cmd = ["unshare", "--mount", "--propagation", "private", "bash", "-c", inner, "bash",
            sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
            str(job)]
-    proc = subprocess.run(cmd, env=clean_env(), capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(cmd, env=dict(clean_env(), **env), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
     return proc
 
@@ -55,6 +55,17 @@ def test_a_one_mib_dev_shm_falls_back_to_oneccl_without_dying(tmp_path):
     assert "shared-memory path off for this group: rank 0 could not reserve" in proc.stderr, proc.stderr[-3000:]
     assert "/dev/shm has" in proc.stderr and "free of 1024 KiB" in proc.stderr
     assert "oneCCL uses tcp between ranks on this host (CCL_ATL_SHM=0)" in proc.stderr
+
+
+@NEEDS_PRIVATE_DEV_SHM
+def test_a_rank_whose_part_of_the_segment_does_not_fit_turns_the_path_off_for_all(tmp_path):
+    # each rank reserves the pages it writes (NUMA-local): 1 MiB slots give each about 3 MiB, so in 4 MiB rank 0's
+    # part fits and rank 1's, reserved after it, does not
+    proc = torchrun_with_dev_shm("4m", JOB, tmp_path, CCL_CORE_SHM_SEGMENT_BYTES=str(1 << 20))
+    lines = sorted(re.findall(r"rank \d sum [^\n]*?shm (?:True|False)", proc.stdout))
+    assert lines == ["rank 0 sum 3-3 gathered [0.0, 1.0] shm False", "rank 1 sum 3-3 gathered [0.0, 1.0] shm False"]
+    assert "shared-memory path off for this group: rank 1 could not reserve its part" in proc.stderr, \
+        proc.stderr[-3000:]
 
 
 REGISTERED_JOB = textwrap.dedent("""

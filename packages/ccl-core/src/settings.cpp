@@ -16,8 +16,13 @@ const std::vector<Setting>& settings() {
          "group use oneCCL"},
         {"CCL_CORE_SHM_SEGMENT_BYTES", "bytes", "the CPU's per-core L2 cache, within 256 KiB-4 MiB (1 MiB when unknown)",
          "per-rank slot of the shared-memory path: large messages move in pieces of this size (rank 0's applies)"},
-        {"CCL_CORE_SHM_SMALL_BYTES", "bytes", "65536",
-         "allreduces up to this size take the one-synchronisation variant (every rank reduces everything)"},
+        {"CCL_CORE_SHM_SMALL_BYTES", "bytes", "65536 / (ranks - 1), at most 65536",
+         "allreduces up to this size take the one-synchronisation variant (every rank reduces every rank's input); "
+         "larger ones reduce a share each, then gather the shares (rank 0's applies)"},
+        {"CCL_CORE_THREADS", "count", "the rank's share of cores: its affinity, the host's cores over its ranks, "
+         "the threads it computes with (torch's, under ccl-torch; else OMP_NUM_THREADS), the smallest",
+         "threads per rank, the caller included, that the shared-memory path spreads large copies and reductions "
+         "over (each element by one thread: the same bits); 1: the caller alone"},
         {"CCL_CORE_KERNEL", "avx512, avx2 or baseline", "the best level the CPU has",
          "instruction-set level of the reduction kernels; every level gives the same bits. An unknown or unsupported "
          "level fails communicator creation with an error that lists the valid ones"},
@@ -77,7 +82,7 @@ std::size_t setting_bytes(const char* name, std::size_t fallback) {
 void check_settings() {
     for (const Setting& s : settings()) {
         if (std::strcmp(s.kind, "switch") == 0) (void)setting_on(s.name);
-        if (std::strcmp(s.kind, "bytes") == 0) (void)setting_bytes(s.name, 0);
+        if (std::strcmp(s.kind, "bytes") == 0 || std::strcmp(s.kind, "count") == 0) (void)setting_bytes(s.name, 0);
     }
 }
 

@@ -11,7 +11,7 @@ namespace ccl_core::detail {
 
 struct Setting {
     const char* name;
-    const char* kind;           // "switch" (0 or 1), "bytes", or the values it takes
+    const char* kind;           // "switch" (0 or 1), "bytes", "count" (a whole number), or the values it takes
     const char* default_value;  // as the documentation states it; computed ones in words
     const char* meaning;
 };

@@ -5,6 +5,10 @@
 #include "interrupts.hpp"
 #include "torch_errors.hpp"
 
+#include <ccl_core/threads.hpp>
+
+#include <ATen/Parallel.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <numeric>
@@ -68,6 +72,7 @@ ProcessGroupCCL::ProcessGroupCCL(const c10::intrusive_ptr<c10d::Store>& store, i
     ccl_core::CommunicatorOptions options;
     options.timeout = timeout;
     options.name = name;
+    ccl_core::set_compute_threads(at::get_num_threads());  // what torch computes with: large messages use as many
     adopt(translate_errors([&] { return ccl_core::Communicator::create(store_, rank, size, options); }), rank, size);
 }
 

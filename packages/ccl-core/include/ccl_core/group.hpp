@@ -51,6 +51,8 @@ public:
     // their affinities; waiting then sleeps between polls).
     int local_ranks() const { return local_ranks_; }
     bool oversubscribed() const { return oversubscribed_; }
+    // The cores this host's ranks may run on together (the union of their affinities; 0 when unknown).
+    int host_cpus() const { return host_cpus_; }
     // The host of every rank, hosts numbered in the order of their lowest rank (so the same on every rank).
     const std::vector<int>& host_of_ranks() const { return host_of_ranks_; }
     // "communicator 'tp' (rank 1 of 4)"
@@ -106,6 +108,7 @@ private:
     CommunicatorOptions options_;
     GroupSettings settings_;
     int local_ranks_ = 1;
+    int host_cpus_ = 0;
     bool oversubscribed_ = false;
     std::vector<int> host_of_ranks_;
     std::vector<std::pair<int, pid_t>> local_peer_pids_;  // (rank, process) of same-host peers (dead_processes.hpp)

@@ -131,7 +131,8 @@ void Group::meet(std::chrono::steady_clock::time_point deadline) {
         }
     }
     local_ranks_ = same_host;
-    oversubscribed_ = !host_cpus.empty() && same_host > static_cast<int>(host_cpus.size());
+    host_cpus_ = static_cast<int>(host_cpus.size());
+    oversubscribed_ = !host_cpus.empty() && same_host > host_cpus_;
     if (!missing.empty()) {
         throw Timeout("bootstrap of " + describe() + ": rank(s) " + rank_list(missing) + " did not join within " +
                       std::to_string(options_.timeout.count()) + " ms");

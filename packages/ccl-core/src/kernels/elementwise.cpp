@@ -70,6 +70,8 @@ void reduce_sources(const void* const* srcs, int nsrcs, void* dst, void* dst2, s
     kernels().reduce(srcs, nsrcs, dst, dst2, count, dtype, op);
 }
 
+void copy_streaming(void* dst, const void* src, std::size_t bytes) { kernels().copy_streaming(dst, src, bytes); }
+
 void divide_in_place(void* buffer, std::size_t count, DType dtype, double divisor) {
     if (!kernels().divide(buffer, count, dtype, divisor)) {
         throw Unsupported(std::string("division of ") + dtype_name(dtype) + " buffers is not supported");

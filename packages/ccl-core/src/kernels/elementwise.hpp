@@ -19,6 +19,9 @@ void divide_in_place(void* buffer, std::size_t count, DType dtype, double diviso
 void reduce_sources(const void* const* srcs, int nsrcs, void* dst, void* dst2, std::size_t count, DType dtype,
                     ReduceOp op);
 
+// memcpy whose stores bypass the cache (the destination is not read again soon), fenced before it returns.
+void copy_streaming(void* dst, const void* src, std::size_t bytes);
+
 }  // namespace ccl_core::detail
 
 namespace ccl_core {

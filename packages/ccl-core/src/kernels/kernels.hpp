@@ -17,6 +17,8 @@ struct KernelTable {
     // buffer[i] /= divisor; false for a dtype that is not floating (the caller raises: kernels stay free of
     // library code, whose inline copies would otherwise be built for this level's instruction set).
     bool (*divide)(void* buffer, std::size_t count, DType dtype, double divisor);
+    // memcpy with stores that bypass the cache, fenced (a destination not read again soon).
+    void (*copy_streaming)(void* dst, const void* src, std::size_t bytes);
 };
 
 // One per level; a level exists in the build only where its compiler flags do (x86-64).

@@ -350,7 +350,31 @@ bool divide(void* buffer, std::size_t count, DType dtype, double divisor) {
     }
 }
 
-const KernelTable table{CCL_CORE_STRING(CCL_CORE_KERNEL_LEVEL), &reduce, &divide};
+// A copy whose destination is not read again soon: stores that bypass the cache (no read for ownership of the
+// destination's lines, no eviction of what the cache holds), then a fence, so that what follows (a published counter)
+// is seen after them. Levels without 32-byte vectors copy plainly.
+void copy_streaming(void* dst, const void* src, std::size_t bytes) {
+    auto* d = static_cast<char*>(dst);
+    const auto* s = static_cast<const char*>(src);
+#if defined(__AVX2__)
+    std::size_t i = 0;
+    for (; i < bytes && (reinterpret_cast<std::uintptr_t>(d + i) & 63) != 0; ++i) d[i] = s[i];  // streams need alignment
+#if defined(__AVX512F__)
+    for (; i + 64 <= bytes; i += 64) {
+        _mm512_stream_si512(reinterpret_cast<__m512i*>(d + i), _mm512_loadu_si512(s + i));
+    }
+#endif
+    for (; i + 32 <= bytes; i += 32) {
+        _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i)));
+    }
+    for (; i < bytes; ++i) d[i] = s[i];
+    _mm_sfence();
+#else
+    __builtin_memcpy(d, s, bytes);
+#endif
+}
+
+const KernelTable table{CCL_CORE_STRING(CCL_CORE_KERNEL_LEVEL), &reduce, &divide, &copy_streaming};
 
 }  // namespace
 

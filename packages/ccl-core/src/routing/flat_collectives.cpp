@@ -1,6 +1,7 @@
 #include "flat_collectives.hpp"
 
 #include "../kernels/elementwise.hpp"
+#include "../parallel/worker_pool.hpp"
 #include "../shm/shm_operation.hpp"
 
 #include <ccl_core/collectives.hpp>
@@ -34,8 +35,10 @@ std::shared_ptr<FlatCollectives> FlatCollectives::create(std::shared_ptr<Group> 
     }
     // what is left of the bootstrap's time
     const auto left = std::max(Milliseconds(0), std::chrono::duration_cast<Milliseconds>(deadline - std::chrono::steady_clock::now()));
+    WorkerPool& pool = WorkerPool::instance();
+    pool.use(WorkerPool::threads_for(g.local_ranks(), g.host_cpus()));  // the process's first group on a host decides
     flat->shm_ = ShmCollectives::create(*std::make_shared<PrefixStore>("ccl_core/shm", g.store()), g.rank(), g.size(),
-                                        left, shm_status);
+                                        pool.threads(), left, shm_status);
     g.lend_local_path(flat->shm_);
     return flat;
 }

@@ -181,7 +181,7 @@ const char* RegisteredPool::peer_block(int peer, pid_t pid, std::uint64_t serial
     std::lock_guard<std::mutex> lock(peers_mutex_);
     auto& mappings = peers_[peer];
     if (auto it = mappings.find(serial); it != mappings.end() && it->second.bytes >= need) return it->second.base;
-    const auto [base, bytes] = map_checked(name_of(pid, serial), peer, need, false);
+    const auto [base, bytes] = map_checked(name_of(pid, serial), peer, need, true);
     if (auto it = mappings.find(serial); it != mappings.end()) unmap(it->second.base, it->second.bytes);
     mappings[serial] = {base, bytes};
     return base;

@@ -57,8 +57,9 @@ public:
     // The block of ours that holds [p, p + bytes) while someone holds it, with p's place in it; nullptr otherwise.
     std::shared_ptr<Block> find(const void* p, std::size_t bytes, Where& where) const;
 
-    // A peer's block mapped here (cached until its owner retires it). Throws BackendError when it cannot be mapped
-    // or is not what it should be (owner, mode, size).
+    // A peer's block mapped here, readable and writable (an allreduce in place stores its share into its peers'
+    // outputs, while the op keeps them alive), cached until its owner retires it. Throws BackendError when it cannot
+    // be mapped or is not what it should be (owner, mode, size).
     const char* peer_block(int peer, pid_t pid, std::uint64_t serial, std::size_t need);
     // A peer's block mapped here for reading and writing (one-sided windows), checked as peer_block checks it. The
     // mapping is the caller's, apart from the cache above: it lives as long as the pointer, whatever the owner does.

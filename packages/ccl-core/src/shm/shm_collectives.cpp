@@ -2,16 +2,18 @@
 //
 // The segment. A SegmentHeader (the token that proves every rank mapped the same segment; the futex word `generation`
 // and the count of ranks sleeping on it), one RankHeader per rank, then two halves of `size` slots each and two result
-// areas, one per half. Only rank r writes RankHeader r and slot (h, r); any rank may read them.
+// areas, one per half. Only rank r writes RankHeader r and slot (h, r); any rank may read them. Each rank reserves the
+// pages it writes (reserve_own_pages: its slots, its share of the result areas), so that on a host of several NUMA
+// nodes they live on the writer's node: a write stays local, and each peer's read crosses the link once.
 //
 // Sequence numbers. An op takes one number per segment of its message, in issue order, the same on every rank
 // (first_seq, first_seq + 1, ...). Each rank publishes how far it got in counters of its RankHeader, each on its own
-// cache line, each only ever growing, each stored before the generation is bumped (publish):
+// cache line, each only ever growing, each stored before sleepers are woken (publish):
 //   announced  the first_seq of the last op it described, in described[first_seq & 1];
 //   arrived    the last seq whose input it placed in its slot of half (seq & 1);
-//   reduced    the last seq whose share it reduced (large allreduce: into the result area of its half; in place: into
-//              its output);
-//   released   the last op read in place after which it reads no peer's buffer.
+//   reduced    the last seq whose share it reduced into the result area of its half (large allreduce);
+//   released   the last op read in place after which it reads no peer's buffer (and, for allreduce, has stored its
+//              share into every rank's output).
 // A rank describes an op before it places anything of it, so a rank that called another op is found (every rank reads
 // every description) before anyone waits for its input.
 //
@@ -29,6 +31,7 @@
 
 #include "../settings.hpp"
 #include "../kernels/elementwise.hpp"
+#include "../parallel/parallel_ops.hpp"
 #include "../store/store_text.hpp"
 
 #include <ccl_core/errors.hpp>
@@ -59,6 +62,8 @@ namespace {
 
 constexpr std::size_t kLine = 64;
 
+constexpr std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+
 constexpr std::size_t kPage = 4096;
 // Segment sizes (per slot): the default follows the L2 cache within these bounds; CCL_CORE_SHM_SEGMENT_BYTES may go
 // as low as a page, and a size rank 0 hands over is believed only up to kMaxSegment.
@@ -67,10 +72,21 @@ constexpr std::size_t kMinDefaultSegment = 256 << 10;
 constexpr std::size_t kMaxDefaultSegment = 4 << 20;
 constexpr std::size_t kMinSegment = kPage;
 constexpr std::size_t kMaxSegment = std::size_t{1} << 30;
-// Allreduces up to this size take the one-synchronisation path (CCL_CORE_SHM_SMALL_BYTES).
-constexpr std::size_t kDefaultSmallLimit = 64 << 10;
+// Allreduces up to this size take the one-synchronisation path (CCL_CORE_SHM_SMALL_BYTES), in which every rank reads
+// every rank's slot: P x N bytes each, against about 3 N and one synchronisation more for the two-step path. So the
+// limit shrinks as ranks are added: kOneShotReads of peers' slots per rank at most (docs/performance.md, "Scaling on
+// one host"), and never above kMaxSmallLimit.
+constexpr std::size_t kOneShotReads = 64 << 10;
+// A segment grows with a rank's threads up to this many of them (2 x (ranks + 1) slots of it live in /dev/shm).
+constexpr int kMaxSegmentThreads = 8;
+// Outputs from this size up are written with stores that bypass the caches: they would not stay there anyway, and the
+// stores then neither read the destination's lines first nor evict what the caches hold.
+constexpr std::size_t kStreamingBytes = 8 << 20;
+constexpr std::size_t kMaxSmallLimit = 64 << 10;
+std::size_t default_small_limit(int size) {
+    return round_up(std::min(kMaxSmallLimit, kOneShotReads / static_cast<std::size_t>(std::max(1, size - 1))), kLine);
+}
 
-constexpr std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
 
 std::uint64_t load(const std::uint64_t& v) { return __atomic_load_n(&v, __ATOMIC_ACQUIRE); }
 
@@ -105,7 +121,7 @@ struct RankHeader {
 
 struct SegmentHeader {
     std::uint64_t token;   // proves that every rank mapped the same segment
-    alignas(kLine) std::uint32_t generation;  // bumped after every published counter: the futex word
+    alignas(kLine) std::uint32_t generation;  // the futex word: bumped after a published counter while ranks sleep
     std::uint32_t sleepers;  // ranks sleeping on it, so that publishing costs no system call when nobody sleeps
 };
 
@@ -136,6 +152,7 @@ struct ShmCollectives::Op {
     ReduceOp op;
     std::size_t element;
     bool small;
+    Destination out;  // how copies into the caller's output store (a message larger than the caches bypasses them)
     std::size_t per_segment;  // elements per segment
     std::size_t segments;
     std::uint64_t first_seq;
@@ -146,9 +163,8 @@ struct ShmCollectives::Op {
     // share: copy the others' shares of the result.
     enum class CopyStep { place, combine, collect } copy_step = CopyStep::place;
     // In place, once for the whole op: read what this rank needs out of the peers' buffers (allreduce: reduce its
-    // share into its output, then publish `reduced`); gather (allreduce), once every rank reduced its share: copy the
-    // others' shares out of their outputs; drain, once this rank published `released`: wait until every rank did.
-    enum class InPlaceStep { read, gather, drain } in_place_step = InPlaceStep::read;
+    // share and store it into every rank's output), then publish `released`; drain: wait until every rank did.
+    enum class InPlaceStep { read, drain } in_place_step = InPlaceStep::read;
     bool done = false;
 };
 
@@ -191,13 +207,35 @@ std::string segment_refusal(int fd, std::size_t bytes) {
     return "";
 }
 
-// The default segment: the per-core L2 cache the CPU reports (a segment is reduced while the peers' copies of it
-// are still in cache), within 256 KiB..4 MiB, or 1 MiB when the CPU does not say. Measured on a 1 MiB-L2 machine:
-// 1 MiB segments beat 256 KiB and 4 MiB ones (docs/performance.md).
-std::size_t default_segment_bytes() {
+// The default segment: the per-core L2 cache the CPU reports, once per thread a rank works with (a segment is
+// reduced while the peers' copies of it are still in the caches of the cores that copied it; fewer, larger steps
+// cost fewer synchronisations), within 256 KiB..4 MiB a thread, or 1 MiB when the CPU does not say. Measured on a
+// 1 MiB-L2 machine: 1 MiB segments beat 256 KiB and 4 MiB ones (docs/performance.md).
+std::size_t default_segment_bytes(int threads) {
     const long l2 = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
-    if (l2 <= 0) return kDefaultSegment;
-    return std::clamp<std::size_t>(static_cast<std::size_t>(l2), kMinDefaultSegment, kMaxDefaultSegment);
+    const std::size_t per_thread =
+        l2 <= 0 ? kDefaultSegment : std::clamp<std::size_t>(static_cast<std::size_t>(l2), kMinDefaultSegment, kMaxDefaultSegment);
+    return per_thread * static_cast<std::size_t>(std::clamp(threads, 1, kMaxSegmentThreads));
+}
+
+// Reserves (posix_fallocate) the pages of the segment that `rank` writes: its slot in both halves and its share of
+// both result areas, plus, for rank 0, the headers. Reserved now, a full /dev/shm cannot SIGBUS a rank at its first
+// touch deep inside a collective; reserved by the writer, each page is allocated on the writer's NUMA node (tmpfs
+// places a page where the task that allocates it runs), as a rank's own writes would have placed it. Returns errno.
+int reserve_own_pages(int fd, int rank, int size, std::size_t segment) {
+    const auto reserve = [fd](std::size_t from, std::size_t to) {
+        from = from / kPage * kPage;
+        to = round_up(to, kPage);
+        return from < to ? ::posix_fallocate(fd, static_cast<off_t>(from), static_cast<off_t>(to - from)) : 0;
+    };
+    const std::size_t data = data_offset(size), n = static_cast<std::size_t>(size), r = static_cast<std::size_t>(rank);
+    int failed = rank == 0 ? reserve(0, data) : 0;
+    for (std::size_t half = 0; half < 2 && failed == 0; ++half) {
+        failed = reserve(data + segment * (half * n + r), data + segment * (half * n + r + 1));
+        const std::size_t result = data + segment * (2 * n + half);
+        if (failed == 0) failed = reserve(result + segment * r / n, result + segment * (r + 1) / n);
+    }
+    return failed;
 }
 
 }  // namespace
@@ -217,12 +255,12 @@ struct Sizes {
     std::size_t small;    // the one-synchronisation allreduce's limit
 };
 
-Sizes sizes_from_settings() {
-    const std::size_t segment =
-        round_up(std::max<std::size_t>(setting_bytes("CCL_CORE_SHM_SEGMENT_BYTES", default_segment_bytes()), kMinSegment),
-                 kLine);
+Sizes sizes_from_settings(int size, int threads) {
+    const std::size_t segment = round_up(
+        std::max<std::size_t>(setting_bytes("CCL_CORE_SHM_SEGMENT_BYTES", default_segment_bytes(threads)), kMinSegment),
+        kLine);
     return {setting_on("CCL_CORE_SHM"), segment,
-            std::min(segment, setting_bytes("CCL_CORE_SHM_SMALL_BYTES", kDefaultSmallLimit))};
+            std::min(segment, setting_bytes("CCL_CORE_SHM_SMALL_BYTES", default_small_limit(size)))};
 }
 
 // What a rank ends up with: the mapping (MAP_FAILED if none) and whether it may be used ("ok", or why not).
@@ -244,14 +282,15 @@ Mapping offer_segment(Store& store, int size, Sizes& sizes, Milliseconds timeout
     std::string why_not;
     if (sizes.wanted) {
         const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-        // posix_fallocate reserves the pages now: with only ftruncate, a full /dev/shm would SIGBUS a rank at its
-        // first touch of the segment, deep inside a collective
-        const int reserved = fd < 0 ? errno : ::posix_fallocate(fd, 0, static_cast<off_t>(m.bytes));
+        // the whole size for the others to map; the pages each rank reserves itself (reserve_own_pages)
+        const int reserved = fd < 0 ? errno
+                             : ::ftruncate(fd, static_cast<off_t>(m.bytes)) != 0 ? errno
+                             : reserve_own_pages(fd, 0, size, sizes.segment);
         if (reserved == 0) {
             m.base = ::mmap(nullptr, m.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         } else {
-            why_not = "rank 0 could not reserve " + std::to_string(m.bytes >> 10) + " KiB in /dev/shm (" +
-                      std::strerror(reserved) + "; " + dev_shm_room() + ")";
+            why_not = "rank 0 could not reserve its part of a " + std::to_string(m.bytes >> 10) +
+                      " KiB segment in /dev/shm (" + std::strerror(reserved) + "; " + dev_shm_room() + ")";
             if (fd >= 0) ::shm_unlink(name.c_str());
         }
         if (fd >= 0) ::close(fd);
@@ -296,9 +335,17 @@ std::string map_offered(int rank, int size, const std::string& name, std::uint64
     const int fd = ::shm_open(name.c_str(), O_RDWR | O_NOFOLLOW, 0600);
     if (fd < 0) return me + " could not map it";
     const std::string refusal = segment_refusal(fd, m.bytes);
-    if (refusal.empty()) m.base = ::mmap(nullptr, m.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    const int reserved = refusal.empty() ? reserve_own_pages(fd, rank, size, sizes.segment) : 0;
+    if (refusal.empty() && reserved == 0) m.base = ::mmap(nullptr, m.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     ::close(fd);
     if (!refusal.empty()) return me + " refused segment " + name + ": " + refusal;
+    if (reserved != 0) {
+        const std::string why = me + " could not reserve its part of the segment in /dev/shm (" +
+                                std::strerror(reserved) + "; " + dev_shm_room() + ")";
+        std::fprintf(stderr, "[ccl_core] shared-memory path off for this group: %s; its ops go through oneCCL. "
+                     "Give /dev/shm more room (docker run --shm-size=1g) for full speed.\n", why.c_str());
+        return why;
+    }
     if (m.base != MAP_FAILED && static_cast<SegmentHeader*>(m.base)->token != token) {
         ::munmap(m.base, m.bytes);  // another /dev/shm (a container sharing hostname and kernel)
         m.base = MAP_FAILED;
@@ -322,13 +369,13 @@ Mapping take_segment(Store& store, int rank, int size, Sizes& sizes, Millisecond
 
 }  // namespace
 
-std::unique_ptr<ShmCollectives> ShmCollectives::create(Store& store, int rank, int size, Milliseconds timeout,
-                                                     std::string& agreed) {
+std::unique_ptr<ShmCollectives> ShmCollectives::create(Store& store, int rank, int size, int threads,
+                                                     Milliseconds timeout, std::string& agreed) {
     if (size < 2) {
         agreed = "off: a group of one rank";
         return nullptr;
     }
-    Sizes sizes = sizes_from_settings();
+    Sizes sizes = sizes_from_settings(size, threads);
     Mapping m = rank == 0 ? offer_segment(store, size, sizes, timeout) : take_segment(store, rank, size, sizes, timeout);
     agreed = m.status == kOk ? "on" : "off: " + m.status;
     if (m.status != kOk) {
@@ -356,16 +403,18 @@ ShmCollectives::~ShmCollectives() { ::munmap(base_, bytes_); }
 
 SegmentHeader* ShmCollectives::segment_header() const { return reinterpret_cast<SegmentHeader*>(base_); }
 
-// Counter first, then the generation, then the check for sleepers (all sequentially consistent): a rank that
-// registered as a sleeper either sees the new counter when it re-checks, or is woken.
+// Counter first, then the check for sleepers, then (only if any) the generation and the wake, all sequentially
+// consistent: a rank that registered as a sleeper either sees the new counter when it re-checks, or is woken.
 void ShmCollectives::publish(std::uint64_t& counter, std::uint64_t seq) {
     note_my_core();
     __atomic_store_n(&counter, seq, __ATOMIC_SEQ_CST);
     SegmentHeader* h = segment_header();
+    // With nobody asleep the shared line is only read: every rank bumping it on every publish made it bounce
+    // between all cores (P read-modify-writes per step). A sleeper that registers after this read sees the counter
+    // when it re-checks (sleep_unless); one registered before it has read an older generation and is woken.
+    if (__atomic_load_n(&h->sleepers, __ATOMIC_SEQ_CST) == 0) return;
     __atomic_add_fetch(&h->generation, 1, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&h->sleepers, __ATOMIC_SEQ_CST) != 0) {
-        ::syscall(SYS_futex, &h->generation, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
-    }
+    ::syscall(SYS_futex, &h->generation, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
 void ShmCollectives::sleep_unless(const std::function<bool()>& ready, std::chrono::microseconds limit) {
@@ -434,6 +483,8 @@ std::shared_ptr<ShmCollectives::Op> ShmCollectives::start(Kind kind, const void*
     o->op = op;
     o->element = dtype_size(dtype);
     o->small = kind == Kind::allreduce && count * o->element <= small_limit_;
+    const std::size_t out_bytes = (kind == Kind::allgather ? count * static_cast<std::size_t>(size_) : count) * o->element;
+    o->out = out_bytes >= kStreamingBytes ? Destination::not_read_soon : Destination::read_soon;
     // reduce_scatter places a piece for every rank in its slot per segment; the others one piece
     o->per_segment = segment_bytes_ / o->element / (kind == Kind::reduce_scatter ? static_cast<std::size_t>(size_) : 1);
     if (o->per_segment == 0) throw Unsupported("shared-memory segments too small for this group");
@@ -594,6 +645,10 @@ void ShmCollectives::arrive(std::uint64_t seq) {
     publish(header(rank_)->arrived, seq);
 }
 
+char* ShmCollectives::peer_output(const Op& o, int p, std::size_t bytes) {
+    return const_cast<char*>(peer_buffer(o, p, false, bytes));  // peers' blocks are mapped writable (registered_pool)
+}
+
 const char* ShmCollectives::peer_buffer(const Op& o, int p, bool send, std::size_t bytes) {
     if (p == rank_) return send ? o.send : o.recv;
     const OpDescription& d = header(p)->described[o.first_seq & 1];
@@ -604,9 +659,11 @@ const char* ShmCollectives::peer_buffer(const Op& o, int p, bool send, std::size
 
 // Every rank's buffers are registered: each reads what it needs straight from its peers' buffers (no slots, no
 // segments), then says it is through ("released"), and the op completes once every rank is: until then a peer may
-// still read this rank's buffers, so they must not change. allreduce reduces its own share out of every rank's input,
-// then gathers the others' reduced shares out of their outputs. The reductions take the same sources in the same
-// order, with the same kernels, as the copying path: the same bits.
+// still read this rank's buffers, so they must not change. allreduce reduces its own share out of every rank's input
+// and stores it into every rank's output (push): each rank reads N bytes and writes N, the memory floor's traffic,
+// with one synchronisation after the descriptions. Region `share` of a rank's input is read by the share's owner
+// alone, so the owner may overwrite it (in place, input and output are one buffer) once it reduced it. The reductions
+// take the same sources in the same order, with the same kernels, as the copying path: the same bits.
 bool ShmCollectives::advance_in_place(Op& o) {
     const std::uint64_t seq = o.first_seq;
     const std::size_t e = o.element;
@@ -618,7 +675,7 @@ bool ShmCollectives::advance_in_place(Op& o) {
             for (int p = 0; p < size_; ++p) {
                 char* to = o.recv + static_cast<std::size_t>(p) * o.count * e;
                 const char* from = peer_buffer(o, p, true, o.count * e);
-                if (from != to) std::memcpy(to, from, o.count * e);
+                if (from != to) parallel_copy(to, from, o.count * e, o.out);
             }
         } else if (o.kind == Kind::reduce_scatter) {
             std::vector<const void*> sources(static_cast<std::size_t>(size_));
@@ -626,33 +683,20 @@ bool ShmCollectives::advance_in_place(Op& o) {
             for (int p = 0; p < size_; ++p) {
                 sources[static_cast<std::size_t>(p)] = peer_buffer(o, p, true, mine + o.count * e) + mine;
             }
-            reduce_sources(sources.data(), size_, o.recv, nullptr, o.count, o.dtype, o.op);
+            parallel_reduce(sources.data(), size_, o.recv, nullptr, o.count, o.dtype, o.op);
         } else if (o.kind == Kind::broadcast) {
-            if (rank_ != o.root) std::memcpy(o.recv, peer_buffer(o, o.root, true, o.count * e), o.count * e);
-        } else {  // allreduce: this rank's share, out of every rank's input
+            if (rank_ != o.root) parallel_copy(o.recv, peer_buffer(o, o.root, true, o.count * e), o.count * e, o.out);
+        } else {  // allreduce: this rank's share, out of every rank's input, into every rank's output
             const Share mine = share_of(o.count, e, size_, rank_);
+            const std::size_t begin = mine.begin * e, bytes = mine.length * e;
             std::vector<const void*> sources(static_cast<std::size_t>(size_));
             for (int p = 0; p < size_; ++p) {
-                sources[static_cast<std::size_t>(p)] =
-                    peer_buffer(o, p, true, (mine.begin + mine.length) * e) + mine.begin * e;
+                sources[static_cast<std::size_t>(p)] = peer_buffer(o, p, true, begin + bytes) + begin;
             }
-            reduce_sources(sources.data(), size_, o.recv + mine.begin * e, nullptr, mine.length, o.dtype, o.op);
-            publish(header(rank_)->reduced, seq);
-            o.in_place_step = Op::InPlaceStep::gather;
-        }
-        if (o.kind != Kind::allreduce) {
-            publish(header(rank_)->released, seq);
-            o.in_place_step = Op::InPlaceStep::drain;
-        }
-    }
-    if (o.in_place_step == Op::InPlaceStep::gather) {  // allreduce: the others' reduced shares, out of their outputs
-        if (!everyone_reached(&RankHeader::reduced, seq)) return false;
-        for (int p = 0; p < size_; ++p) {
-            if (p == rank_) continue;
-            const Share theirs = share_of(o.count, e, size_, p);
-            std::memcpy(o.recv + theirs.begin * e,
-                        peer_buffer(o, p, false, (theirs.begin + theirs.length) * e) + theirs.begin * e,
-                        theirs.length * e);
+            parallel_reduce(sources.data(), size_, o.recv + begin, nullptr, mine.length, o.dtype, o.op);
+            for (int p = 0; p < size_; ++p) {
+                if (p != rank_) parallel_copy(peer_output(o, p, begin + bytes) + begin, o.recv + begin, bytes, o.out);
+            }
         }
         publish(header(rank_)->released, seq);
         o.in_place_step = Op::InPlaceStep::drain;
@@ -696,9 +740,9 @@ bool ShmCollectives::advance_placed(Op& o) {
         if (o.copy_step == Op::CopyStep::place) {
             char* mine = slot(half, rank_);
             if (o.kind == Kind::allgather) {
-                std::memcpy(mine, o.send + first * e, n * e);
+                parallel_copy(mine, o.send + first * e, n * e);
             } else if (o.kind == Kind::broadcast) {
-                if (rank_ == o.root) std::memcpy(mine, o.send + first * e, n * e);
+                if (rank_ == o.root) parallel_copy(mine, o.send + first * e, n * e);
             } else {  // reduce_scatter: this segment of every rank's block, block p at p * n
                 for (int p = 0; p < size_; ++p) {
                     char* to = mine + static_cast<std::size_t>(p) * n * e;
@@ -708,7 +752,7 @@ bool ShmCollectives::advance_placed(Op& o) {
                                                    std::memcpy(to + done * e, o.send + at * e, take * e);
                                                });
                     } else {
-                        std::memcpy(to, o.send + (static_cast<std::size_t>(p) * o.count + first) * e, n * e);
+                        parallel_copy(to, o.send + (static_cast<std::size_t>(p) * o.count + first) * e, n * e);
                     }
                 }
             }
@@ -726,17 +770,17 @@ bool ShmCollectives::advance_placed(Op& o) {
                                                std::memcpy(o.recv + at * e, from + done * e, take * e);
                                            });
                 } else {
-                    std::memcpy(o.recv + (static_cast<std::size_t>(p) * o.count + first) * e, slot(half, p), n * e);
+                    parallel_copy(o.recv + (static_cast<std::size_t>(p) * o.count + first) * e, slot(half, p), n * e, o.out);
                 }
             }
         } else if (o.kind == Kind::broadcast) {
-            if (rank_ != o.root) std::memcpy(o.recv + first * e, slot(half, o.root), n * e);
+            if (rank_ != o.root) parallel_copy(o.recv + first * e, slot(half, o.root), n * e, o.out);
         } else {
             std::vector<const void*> sources(static_cast<std::size_t>(size_));
             for (int p = 0; p < size_; ++p) {
                 sources[static_cast<std::size_t>(p)] = slot(half, p) + static_cast<std::size_t>(rank_) * n * e;
             }
-            reduce_sources(sources.data(), size_, o.recv + first * e, nullptr, n, o.dtype, o.op);
+            parallel_reduce(sources.data(), size_, o.recv + first * e, nullptr, n, o.dtype, o.op);
         }
         o.copy_step = Op::CopyStep::place;
         ++o.segment;
@@ -773,9 +817,9 @@ bool ShmCollectives::advance_copied_allreduce(Op& o) {
             if (o.small) {
                 std::memcpy(my_slot, o.send + offset, n * o.element);
             } else {  // everything except the share this rank reduces itself
-                std::memcpy(my_slot, o.send + offset, mine.begin * o.element);
+                parallel_copy(my_slot, o.send + offset, mine.begin * o.element);
                 const std::size_t after = mine.begin + mine.length;
-                std::memcpy(my_slot + after * o.element, o.send + offset + after * o.element, (n - after) * o.element);
+                parallel_copy(my_slot + after * o.element, o.send + offset + after * o.element, (n - after) * o.element);
             }
             arrive(seq);
             o.copy_step = Op::CopyStep::combine;
@@ -795,7 +839,7 @@ bool ShmCollectives::advance_copied_allreduce(Op& o) {
             for (int p = 0; p < size_; ++p) {
                 sources[static_cast<std::size_t>(p)] = p == rank_ ? o.send + offset + at : slot(half, p) + at;
             }
-            reduce_sources(sources.data(), size_, o.recv + offset + at, result(half) + at, mine.length, o.dtype, o.op);
+            parallel_reduce(sources.data(), size_, o.recv + offset + at, result(half) + at, mine.length, o.dtype, o.op);
             publish(header(rank_)->reduced, seq);
             o.copy_step = Op::CopyStep::collect;
         }
@@ -804,8 +848,8 @@ bool ShmCollectives::advance_copied_allreduce(Op& o) {
             for (int p = 0; p < size_; ++p) {
                 if (p == rank_) continue;
                 const Share theirs = share_of(n, o.element, size_, p);
-                std::memcpy(o.recv + offset + theirs.begin * o.element, result(half) + theirs.begin * o.element,
-                            theirs.length * o.element);
+                parallel_copy(o.recv + offset + theirs.begin * o.element, result(half) + theirs.begin * o.element,
+                            theirs.length * o.element, o.out);
             }
             o.copy_step = Op::CopyStep::place;
             ++o.segment;

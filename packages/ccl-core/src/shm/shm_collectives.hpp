@@ -46,7 +46,8 @@ public:
     // Maps a segment shared by all `size` ranks (all on this host). Collective over the store. Returns nullptr on
     // every rank when shared memory is switched off (CCL_CORE_SHM=0) or when any rank could not map the segment;
     // `agreed` then says why ("rank 1 has CCL_CORE_SHM=0"), else it is "on".
-    static std::unique_ptr<ShmCollectives> create(Store& store, int rank, int size, Milliseconds timeout,
+    // `threads`: how many this rank works with (parallel/worker_pool.hpp): the default segment grows with them.
+    static std::unique_ptr<ShmCollectives> create(Store& store, int rank, int size, int threads, Milliseconds timeout,
                                                   std::string& agreed);
     ~ShmCollectives() override;
 
@@ -115,6 +116,8 @@ private:
     bool advance_in_place(Op& op);
     // Peer p's registered buffer (its send or recv, as described for `op`), mapped here, readable for `bytes`.
     const char* peer_buffer(const Op& op, int p, bool send, std::size_t bytes);
+    // Peer p's registered output for `op`, mapped here writable for `bytes` (allreduce in place stores into it).
+    char* peer_output(const Op& op, int p, std::size_t bytes);
     void arrive(std::uint64_t seq);
     bool everyone_reached(std::uint64_t RankHeader::*counter, std::uint64_t seq) const;
     void advance_queue();
