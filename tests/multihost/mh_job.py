@@ -37,10 +37,13 @@ def counters(iface):
 
 def traffic_of_allreduce(group, iface, nbytes):
     """Bytes over the veth and loopback on this host during one allreduce of nbytes in `group`
-    (everything else is quiet: all ranks wait at a barrier on both sides)."""
+    (everything else is quiet: all ranks wait at barriers on both sides; theirs add some hundred bytes)."""
     t = torch.ones(nbytes // 4)
     dist.barrier()
     before = counters(iface)
+    # no rank starts before every rank has read its counters: the other rank of this host would otherwise send part
+    # of its share before this one looks (seen: 2 MB short of the 32 MiB under load)
+    dist.barrier()
     if group is not None:
         dist.all_reduce(t, group=group)
     dist.barrier()
