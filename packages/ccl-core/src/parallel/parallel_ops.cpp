@@ -19,8 +19,9 @@ constexpr std::size_t kBytesAlone = 1 << 20;
 constexpr std::size_t kLine = 64;
 
 int parts_for(std::size_t bytes) {
+    if (bytes < kBytesAlone) return 1;  // before the pool: instance() locks and asks for the pid, every small copy paid it
     const int threads = WorkerPool::instance().threads();
-    if (threads <= 1 || bytes < kBytesAlone) return 1;
+    if (threads <= 1) return 1;
     return static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(threads), bytes / kBytesPerPart));
 }
 
