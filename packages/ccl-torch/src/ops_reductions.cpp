@@ -1,6 +1,8 @@
 // Reductions: allreduce (and its coalesced form), reduce, reduce_scatter (list, tensor, coalesced).
 #include "checks.hpp"
+#include "interrupts.hpp"
 #include "process_group_ccl.hpp"
+#include "tensors.hpp"
 #include "torch_errors.hpp"
 
 namespace ccl_torch {
@@ -78,6 +80,32 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allreduce_all(const OpSpec& spec
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allreduce(std::vector<at::Tensor>& tensors,
                                                           const c10d::AllreduceOptions& opts) {
     return allreduce_all({c10d::OpType::ALLREDUCE, CCL_TORCH_OP("allreduce"), opts.timeout, opts.asyncOp}, tensors, opts.reduceOp);
+}
+
+bool ProcessGroupCCL::all_reduce_now(at::Tensor& tensor, const c10d::ReduceOp& rop) {
+    if (coalescing_ || verbose_ || timing_.load(std::memory_order_relaxed) || hooks_->any_completion_hook() ||
+        !tensor.device().is_cpu() || !tensor.is_contiguous()) {
+        return false;
+    }
+    const OpName op = CCL_TORCH_OP("allreduce");
+    const Reduction plan = check_reducible(tensor, rop, op);
+    if (plan.kind != ReduceKind::collective || plan.torch_op == c10d::ReduceOp::PREMUL_SUM || plan.divide_by_size) {
+        return false;
+    }
+    auto comm = communicator(op);
+    const uint64_t seq = ++seq_;
+    auto board = std::atomic_load(&board_);
+    if (board) board->issued(seq, op.name, {tensor.scalar_type(), tensor.numel(), 1});
+    const ccl_core::DType dtype = core_dtype(tensor.scalar_type(), op);
+    void* data = tensor.data_ptr();
+    ccl_core::Request request = translate_errors([&] {
+        return comm->allreduce(data, data, static_cast<std::size_t>(tensor.numel()), dtype, plan.core_op);
+    });
+    request.set_timeout(std::chrono::milliseconds(timeout_ms_.load()));
+    bool interrupted = false;  // Ctrl-C: ccl-core aborts the group, and the interrupt propagates
+    translate_errors([&] { request.wait(std::nullopt, [&] { check_for_interrupt(interrupted); }); });
+    if (board) board->completed(seq);
+    return true;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allreduce_coalesced(std::vector<at::Tensor>& tensors,

@@ -184,6 +184,12 @@ public:
     // process_group_ccl.cpp
     c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
+    // torch.ops.ccl.all_reduce_ (registered_ops.cpp) in the plain case: a contiguous CPU tensor, a reduction ccl-core
+    // does itself, and nobody watching the group's ops (torch's completion hooks, which the flight recorder uses;
+    // timing; verbose lines; coalescing). Runs and waits for it without making a Work, counted in the group's
+    // sequence and status board like any op. False, having done nothing, when the case is not plain.
+    bool all_reduce_now(at::Tensor& tensor, const c10d::ReduceOp& rop);
+
     // The group's communicator; raises naming `op` when the group has none (not yet reconfigured, shut down).
     std::shared_ptr<ccl_core::Communicator> communicator(const char* op = "this group") const;
 

@@ -86,11 +86,15 @@ ProgressThread::~ProgressThread() {
 
 void ProgressThread::watch(const std::shared_ptr<PendingOperation>& op) {
     if (::getpid() != owner_) return;  // a forked child: its caller drives the op
+    bool idle;
     {
         std::lock_guard<std::mutex> lock(mutex_);
         watched_.push_back({op, nullptr, {}, op.get(), Clock::now()});
+        idle = waiting_;
     }
-    wake_.notify_one();  // a napping thread takes it at once, whatever its nap
+    // A thread in a round, or waiting out another op's grace, sees it well within this one's; only a sleeping one
+    // needs the wake-up (a system call, and a context switch on a host whose cores the ranks use).
+    if (idle) wake_.notify_one();
 }
 
 void ProgressThread::own(std::shared_ptr<PendingOperation> op, Completion completion) {
@@ -176,9 +180,14 @@ bool ProgressThread::poll_round(std::unique_lock<std::mutex>& lock) {
     lock.unlock();
     std::vector<Watched> pending;
     bool progressed = false;
+    const auto now = Clock::now();
     for (Watched& w : round) {
         std::shared_ptr<PendingOperation> op = w.owned ? w.owned : w.watched.lock();
         bool through = !op;
+        if (op && !w.owned && now - w.since < kCallerGrace) {  // its caller may be waiting on it already
+            pending.push_back(std::move(w));
+            continue;
+        }
         if (op && !op->driven_by_a_caller()) {
             try {
                 through = op->test();
@@ -227,7 +236,9 @@ void ProgressThread::rest(std::unique_lock<std::mutex>& lock, Backoff& backoff, 
     };
     how.plain = [&](std::chrono::microseconds nap) {
         lock.lock();
+        waiting_ = true;
         wake_.wait_for(lock, nap, [&] { return stop_ || watched_.size() > seen; });
+        waiting_ = false;
         lock.unlock();
     };
     lock.unlock();
@@ -236,16 +247,33 @@ void ProgressThread::rest(std::unique_lock<std::mutex>& lock, Backoff& backoff, 
     lock.lock();
 }
 
+std::optional<Clock::time_point> ProgressThread::all_in_grace(Clock::time_point now) const {
+    std::optional<Clock::time_point> first;
+    for (const Watched& w : watched_) {
+        if (w.owned || now - w.since >= kCallerGrace) return std::nullopt;
+        if (!first || w.since + kCallerGrace < *first) first = w.since + kCallerGrace;
+    }
+    return first;
+}
+
 void ProgressThread::run() {
     Backoff backoff;
     std::unique_lock<std::mutex> lock(mutex_);
     for (std::size_t seen = 0;;) {  // entries at the end of the last round: more means a new op arrived
+        waiting_ = true;
         wake_.wait(lock, [&] { return stop_ || !watched_.empty(); });
+        waiting_ = false;
         if (stop_) return;
         if (watched_.size() > seen) backoff.restart(Clock::now());
         const bool progressed = poll_round(lock);
         seen = watched_.size();
         if (watched_.empty()) continue;
+        if (auto until = all_in_grace(Clock::now())) {  // their callers may be waiting on them: come back after
+            wake_.wait_until(lock, *until, [&] {
+                return stop_ || std::any_of(watched_.begin(), watched_.end(), [](const Watched& w) { return w.owned != nullptr; });
+            });
+            continue;
+        }
         if (progressed) backoff.restart(Clock::now());
         rest(lock, backoff, seen);
     }

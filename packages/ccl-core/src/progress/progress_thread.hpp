@@ -7,6 +7,9 @@
 //   finished. The thread owns those, with the buffers they use, until they are through, then runs their Completion.
 // It naps between rounds (Backoff), or sleeps on the shared segment's futex until a peer moves, and on a condition
 // variable while nothing is pending. It stays out of an engine while a caller waits on it: that wait drives it.
+// An async op is left alone for its first kCallerGrace: most are waited on at once (a layer's all_reduce through
+// torch's functional collectives, async_op=True then wait()), and then the caller alone drives it; a thread that
+// polled it meanwhile would only take a core from the ranks.
 // Timeouts and dead peers are the operations' own business (their test() enforces them): the thread only polls.
 #pragma once
 
@@ -18,6 +21,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -27,6 +31,7 @@ namespace ccl_core::detail {
 
 class ProgressThread {
 public:
+    static constexpr std::chrono::microseconds kCallerGrace{50};
     // The process's progress thread, started on first use.
     static ProgressThread& instance();
     // Polls `op` while someone else holds it (an async op: its caller may still wait on it itself).
@@ -50,6 +55,8 @@ private:
     bool poll_round(std::unique_lock<std::mutex>& lock);
     // Between rounds: the pause Backoff decides, on an op's futex or on wake_ (a new op ends it).
     void rest(std::unique_lock<std::mutex>& lock, Backoff& backoff, std::size_t seen);
+    // When every entry is an async op younger than kCallerGrace: the moment the first of them comes of age.
+    std::optional<std::chrono::steady_clock::time_point> all_in_grace(std::chrono::steady_clock::time_point now) const;
     struct Watched;
     void finish(Watched& w);
 
@@ -64,6 +71,7 @@ private:
     std::condition_variable wake_;
     std::vector<Watched> watched_;
     bool stop_ = false;
+    bool waiting_ = false;  // asleep on wake_ until a new op comes (or a nap ends): a new async op must wake it
     // Completions stop at interpreter exit; completion_mutex_ guards the one that runs (see stop_completions()).
     std::mutex completion_mutex_;
     bool completions_stopped_ = false;

@@ -61,7 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="any of ccl, gloo, raw (ccl-core without torch), ccl-flat (ccl with CCL_CORE_HIERARCHY=0: "
                         "oneCCL's flat algorithms across hosts), ccl-nofr (ccl without torch's flight recorder, which "
                         "torch 2.15 attaches to every group), deepspeed and deepspeed-inference (DeepSpeed's "
-                        "own oneCCL op: its all_reduce and inference_all_reduce; with --ops all_reduce)")
+                        "own oneCCL op: its all_reduce and inference_all_reduce; with --ops all_reduce); ccl-op, "
+                        "ccl-funcol and ccl-async call the ccl group through the registered op torch.ops.ccl, "
+                        "torch's functional collectives, or async_op=True with an immediate wait() (all_reduce and "
+                        "all_gather)")
     # not --min/--max: torchrun would take --max for an abbreviation of its --max-restarts
     p.add_argument("-b", "--min-bytes", dest="min_size", default="1K", help="smallest message (default 1K)")
     p.add_argument("-e", "--max-bytes", dest="max_size", default="64M", help="largest message (default 64M)")
@@ -132,12 +135,14 @@ def worker(args) -> int:
             raise SystemExit(f"ccl-bench: unknown op {o!r}; choose from {OPS_HELP}")
     if args.registered and "ccl-registered" not in backends:
         backends.insert(backends.index("ccl") + 1 if "ccl" in backends else 0, "ccl-registered")
-    known = ("ccl", "gloo", "raw", "ccl-flat", "ccl-nofr", "ccl-registered") + deepspeed_op.BACKENDS
+    known = ("ccl", "gloo", "raw", "ccl-flat", "ccl-nofr", "ccl-registered") + runners.CALL_STYLES + deepspeed_op.BACKENDS
     for b in backends:
         if b not in known:
             raise SystemExit(f"ccl-bench: unknown backend {b!r}; choose from {', '.join(known)}")
         if b in deepspeed_op.BACKENDS and ops != ["all_reduce"]:
             raise SystemExit(f"ccl-bench: backend {b!r} has all_reduce only: add --ops all_reduce")
+        if b in runners.CALL_STYLES and not set(ops) <= {"all_reduce", "all_gather"}:
+            raise SystemExit(f"ccl-bench: backend {b!r} has all_reduce and all_gather only: add --ops all_reduce,all_gather")
     if args.dtype not in runners.DTYPES:
         raise SystemExit(f"ccl-bench: unknown dtype {args.dtype!r}; choose from {', '.join(runners.DTYPES)}")
     dtype = runners.DTYPES[args.dtype]
@@ -154,6 +159,8 @@ def worker(args) -> int:
         groups["ccl-flat"] = flat_ccl_group()
     if "ccl-registered" in backends:
         groups["ccl-registered"] = dist.group.WORLD
+    for style in runners.CALL_STYLES:
+        groups[style] = dist.group.WORLD
     if "ccl-nofr" in backends:
         groups["ccl-nofr"] = _ccl_group_where(TORCH_FR_BUFFER_SIZE="0")
     comm = _raw_communicator(rank, size) if "raw" in backends else None

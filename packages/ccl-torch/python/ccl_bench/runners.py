@@ -2,7 +2,10 @@
 
 Backends: "ccl" and "gloo" through torch.distributed, "raw" through ccl_core on the same memory (NumPy views)
 to show what the torch layer costs, "fake" through torch's fake process group (moves nothing: its results are not
-checked), "deepspeed" and "deepspeed-inference" (all_reduce only) through DeepSpeed's own oneCCL op. Sizes follow
+checked), "deepspeed" and "deepspeed-inference" (all_reduce only) through DeepSpeed's own oneCCL op. Three more ways to call the
+ccl backend, for all_reduce and all_gather: "ccl-op", the registered op (torch.ops.ccl.all_reduce_ and
+all_gather_into_tensor_, what compiled and inference code calls); "ccl-funcol", torch's functional collectives (what
+DTensor and parallelize_module use) waited at once; "ccl-async", async_op=True and an immediate wait(). Sizes follow
 nccl-tests: all_gather's size is its output, reduce_scatter's its input, all_to_all's each buffer; counts are rounded
 to a multiple of the group size."""
 from __future__ import annotations
@@ -17,6 +20,7 @@ import torch.distributed as dist
 from . import deepspeed_op
 
 OPS = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"]
+CALL_STYLES = ("ccl-op", "ccl-funcol", "ccl-async")  # the ccl group called another way: all_reduce, all_gather
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
           "bfloat16": torch.bfloat16, "int32": torch.int32}
 
@@ -66,6 +70,8 @@ def make_case(op: str, backend: str, nbytes: int, dtype, rank: int, size: int, g
         elif backend in deepspeed_op.BACKENDS:  # comm is DeepSpeed's op; it has no async form
             run = deepspeed_op.all_reduce(comm, backend, buf, size)
             start = None
+        elif backend in CALL_STYLES:
+            run, start = _called_as(backend, "all_reduce", group, buf)
         else:
             run = lambda: dist.all_reduce(buf, group=group)  # noqa: E731
             start = lambda: dist.all_reduce(buf, group=group, async_op=True)  # noqa: E731
@@ -96,6 +102,8 @@ def make_case(op: str, backend: str, nbytes: int, dtype, rank: int, size: int, g
             (a, dt), (b, _) = _numpy(inp), _numpy(out)
             run = lambda: comm.allgather(a, b, dtype=dt)  # noqa: E731
             start = lambda: comm.allgather(a, b, dtype=dt, async_op=True)  # noqa: E731
+        elif backend in CALL_STYLES:
+            run, start = _called_as(backend, "all_gather", group, out, inp)
         else:
             run = lambda: dist.all_gather_into_tensor(out, inp, group=group)  # noqa: E731
             start = lambda: dist.all_gather_into_tensor(out, inp, group=group, async_op=True)  # noqa: E731
@@ -137,6 +145,28 @@ def make_case(op: str, backend: str, nbytes: int, dtype, rank: int, size: int, g
     else:
         raise ValueError(f"unknown op {op!r}; choose from {', '.join(OPS)}")
     return Case(run, check, start)
+
+
+def _called_as(style: str, op: str, group, buf: torch.Tensor, inp: torch.Tensor | None = None):
+    """(run, start) for `op` on the ccl group called in `style` (CALL_STYLES); results land in `buf`."""
+    if style == "ccl-op":
+        name = group.group_name
+        if op == "all_reduce":
+            call = torch.ops.ccl.all_reduce_.default
+            return (lambda: call(buf, name, "sum")), None
+        call = torch.ops.ccl.all_gather_into_tensor_.default
+        return (lambda: call(buf, inp, name)), None
+    if style == "ccl-funcol":
+        import torch.distributed._functional_collectives as funcol
+
+        if op == "all_reduce":  # the in-place form, as torch.compile's graphs call it after re-inplacing
+            name = group.group_name
+            reduce_, wait = torch.ops._c10d_functional.all_reduce_.default, torch.ops._c10d_functional.wait_tensor.default
+            return (lambda: wait(reduce_(buf, "sum", name))), None
+        return (lambda: buf.copy_(funcol.wait_tensor(funcol.all_gather_tensor(inp, 0, group)))), None
+    if op == "all_reduce":
+        return (lambda: dist.all_reduce(buf, group=group, async_op=True).wait()), None
+    return (lambda: dist.all_gather_into_tensor(buf, inp, group=group, async_op=True).wait()), None
 
 
 def _compare(got: torch.Tensor, want: torch.Tensor, fault: bool) -> str:

@@ -16,10 +16,10 @@ Two narrow changes make DeepSpeed run on `ccl` exactly as on gloo, with this bac
 1. `CCLBackend.__init__` leaves the backend uninitialised, the state DeepSpeed itself gives it when its oneCCL op
    cannot be built. `init_distributed` then creates its `TorchBackend` on the `ccl` process group, as for gloo.
 2. A `TorchBackend` on `ccl` does not build DeepSpeed's shared-memory op (another JIT build, which bypasses the
-   backend and faulted on this machine in 0.19.8 on gloo): `inference_all_reduce` then runs torch's all_reduce,
-   that is this backend's shared-memory path: ~5 us slower per call below 128 KiB than DeepSpeed's op in fp32,
-   faster from there on, and it runs in bf16 where the op dies of SIGILL without AVX-512 (docs/performance.md,
-   "DeepSpeed's own ops").
+   backend and faulted on this machine in 0.19.8 on gloo), and its `inference_all_reduce` (what AutoTP's row-parallel
+   layers call per layer) runs our registered op, torch.ops.ccl.all_reduce_: the backend's shared-memory path without
+   torch.distributed's Python layer, as fast as DeepSpeed's op in fp32 and running in bf16, where that op dies of
+   SIGILL without AVX-512 (docs/performance.md, "Tensor-parallel latency").
 
 Applied when `deepspeed.comm.ccl` is imported. Guarded: only DeepSpeed versions up to the one we test (FIXED_UP_TO),
 and each method only while it still looks as described; anything else is left exactly as DeepSpeed ships it.
@@ -58,13 +58,37 @@ def _without_shm_op(torch_module):
         torch_module.build_shm_op = build
 
 
+def _registered_op_all_reduce(backend):
+    """TorchBackend.inference_all_reduce on the registered op (the instance's own attribute: other backends keep
+    DeepSpeed's method)."""
+    import torch
+    import torch.distributed as dist
+
+    names = {dist.ReduceOp.SUM: "sum", dist.ReduceOp.AVG: "avg", dist.ReduceOp.PRODUCT: "product",
+             dist.ReduceOp.MIN: "min", dist.ReduceOp.MAX: "max"}
+
+    def inference_all_reduce(tensor, op, group=None):
+        if dist.get_world_size(group=group) <= 1:
+            return tensor
+        torch_op = backend._reduce_op(op)
+        name = next((n for o, n in names.items() if torch_op == o), None)
+        if name is None:  # e.g. PREMUL_SUM: torch.distributed has it
+            return dist.all_reduce(tensor, op=torch_op, group=group)
+        torch.ops.ccl.all_reduce_(tensor, (group or dist.group.WORLD).group_name, name)
+        return tensor
+
+    return inference_all_reduce
+
+
 def _torch_backend_init(original, torch_module):
     @functools.wraps(original)
     def __init__(self, backend, *args, **kwargs):
         if backend != "ccl":
             return original(self, backend, *args, **kwargs)
         with _without_shm_op(torch_module):
-            return original(self, backend, *args, **kwargs)
+            original(self, backend, *args, **kwargs)
+        if callable(getattr(self, "inference_all_reduce", None)) and callable(getattr(self, "_reduce_op", None)):
+            self.inference_all_reduce = _registered_op_all_reduce(self)
 
     __init__._ccl_torch_fixed = True
     return __init__
