@@ -73,3 +73,29 @@ def test_deepspeed_backends_are_all_reduce_only_and_say_so():
     out = bench("-n", "2", "--backends", "ccl,deepspeed", "--ops", "all_reduce,broadcast", timeout=120)
     assert out.returncode != 0
     assert "backend 'deepspeed' has all_reduce only: add --ops all_reduce" in out.stderr + out.stdout, out.stderr
+
+
+def test_the_ccl_group_called_as_registered_op_functional_collective_and_async(tmp_path):
+    out = bench("-n", "2", "--ops", "all_reduce,all_gather", "--backends", "ccl,ccl-op,ccl-funcol,ccl-async",
+                "--min-bytes", "1K", "--max-bytes", "4K", "--iters", "5", "--json", str(tmp_path / "r.json"))
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = json.load(open(tmp_path / "r.json"))["results"]
+    assert {(r["op"], r["backend"]) for r in rows} == {(op, b) for op in ("all_reduce", "all_gather")
+                                                        for b in ("ccl", "ccl-op", "ccl-funcol", "ccl-async")}
+    assert {r["check"] for r in rows} == {"ok"}
+    refused = bench("-n", "2", "--ops", "broadcast", "--backends", "ccl-op")
+    assert refused.returncode != 0 and "all_reduce and all_gather only" in refused.stderr
+
+
+def test_tp_decode_gives_every_path_the_same_tokens(tmp_path):
+    out = bench("-n", "2", "--tp-decode", "--hidden", "128", "--layers", "2", "--vocab", "256", "--tokens", "4",
+                "--rounds", "2", "--dtype", "bfloat16", "--backends", "ccl,ccl-op,gloo,dtensor-ccl",
+                "--json", str(tmp_path / "d.json"))
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = json.load(open(tmp_path / "d.json"))["results"]
+    assert [r["path"] for r in rows] == ["fake", "ccl", "ccl-op", "gloo", "dtensor-ccl"]
+    assert all(r["same_tokens"] and r["tokens_per_s"] > 0 for r in rows)
+    assert all(r["comm_us_per_token"] > 0 for r in rows if r["path"] in ("ccl", "ccl-op", "gloo"))
+    assert "tokens/s" in out.stdout
+    bad = bench("-n", "2", "--tp-decode", "--hidden", "100", "--layers", "1")
+    assert bad.returncode != 0 and "whole heads" in bad.stderr

@@ -57,8 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ccl-bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-n", "--nproc", type=int, default=2, help="ranks to start when not under a launcher (default 2)")
     p.add_argument("--ops", default="all_reduce,all_gather,reduce_scatter,all_to_all,broadcast", help=OPS_HELP)
-    p.add_argument("--backends", default="ccl,gloo,raw",
-                   help="any of ccl, gloo, raw (ccl-core without torch), ccl-flat (ccl with CCL_CORE_HIERARCHY=0: "
+    p.add_argument("--backends", default=None,
+                   help="default ccl,gloo,raw (with --tp-decode: every path that runs here); "
+                        "any of ccl, gloo, raw (ccl-core without torch), ccl-flat (ccl with CCL_CORE_HIERARCHY=0: "
                         "oneCCL's flat algorithms across hosts), ccl-nofr (ccl without torch's flight recorder, which "
                         "torch 2.15 attaches to every group), deepspeed and deepspeed-inference (DeepSpeed's "
                         "own oneCCL op: its all_reduce and inference_all_reduce; with --ops all_reduce); ccl-op, "
@@ -85,9 +86,22 @@ def build_parser() -> argparse.ArgumentParser:
                         "the wait left after the computation and the share of the op hidden behind it")
     p.add_argument("--overlap-ms", type=float, default=0.0,
                    help="with --overlap: compute for this long instead of twice the op's time")
+    p.add_argument("--tp-decode", action="store_true",
+                   help="only time greedy decoding of a Llama-shaped stack (random weights) split by tensor parallelism "
+                        "with parallelize_module, per path: ccl, ccl-op (the registered ops), gloo, deepspeed-inference "
+                        "(on the split's plain shards), dtensor-ccl, dtensor-gloo (the DTensor model itself); "
+                        "--backends picks (default: all that run here); each against the compute alone; "
+                        "--dtype, and the model options below")
+    p.add_argument("--hidden", type=int, default=512, help="with --tp-decode: hidden size (default 512)")
+    p.add_argument("--layers", type=int, default=8, help="with --tp-decode: blocks (default 8)")
+    p.add_argument("--ffn", type=int, default=0, help="with --tp-decode: MLP width (default ~8/3 hidden, Llama's)")
+    p.add_argument("--head-dim", type=int, default=64, help="with --tp-decode: attention head size (default 64)")
+    p.add_argument("--vocab", type=int, default=4096, help="with --tp-decode: vocabulary (default 4096)")
+    p.add_argument("--batch", type=int, default=1, help="with --tp-decode: sequences decoded at once (default 1)")
+    p.add_argument("--tokens", type=int, default=32, help="with --tp-decode: tokens generated per round (default 32)")
     p.add_argument("--late-peer", type=float, default=0.0, metavar="S",
                    help="only measure the CPU seconds ranks spend while the last rank is S seconds late")
-    p.add_argument("--rounds", type=int, default=3, help="with --late-peer: rounds per case (default 3)")
+    p.add_argument("--rounds", type=int, default=3, help="with --late-peer or --tp-decode: rounds per case (default 3)")
     p.add_argument("--csv")
     p.add_argument("--json")
     p.add_argument("--plot", help="PNG file: time and bus bandwidth vs size (needs matplotlib)")
@@ -128,8 +142,12 @@ def worker(args) -> int:
     from . import deepspeed_op, report, runners, stats
     from .floor import copy_us, fake_group, floor_us
 
+    if args.dtype not in runners.DTYPES:
+        raise SystemExit(f"ccl-bench: unknown dtype {args.dtype!r}; choose from {', '.join(runners.DTYPES)}")
+    if args.tp_decode:
+        return _tp_decode(args, runners.DTYPES[args.dtype])
     ops = [o.strip() for o in args.ops.split(",") if o.strip()]
-    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    backends = [b.strip() for b in (args.backends or "ccl,gloo,raw").split(",") if b.strip()]
     for o in ops:
         if o not in runners.OPS:
             raise SystemExit(f"ccl-bench: unknown op {o!r}; choose from {OPS_HELP}")
@@ -245,6 +263,57 @@ def worker(args) -> int:
     time.sleep(0.2)  # let gloo's threads release their last work while Python is alive (torch gloo race)
     dist.destroy_process_group()
     return 1 if failures else 0
+
+
+def _tp_decode(args, dtype) -> int:
+    """--tp-decode: tokens/s and communication per token of a tensor-parallel decode, per path (tp_decode.py)."""
+    import torch
+    import torch.distributed as dist
+
+    from . import deepspeed_op, report, tp_decode
+
+    args.ffn = args.ffn or (args.hidden * 8 // 3 + 255) // 256 * 256
+    asked = args.backends.split(",") if args.backends else list(tp_decode.PATHS)
+    paths = [p.strip() for p in asked if p.strip() in tp_decode.PATHS]
+    if not paths:
+        raise SystemExit(f"ccl-bench --tp-decode: choose paths from {', '.join(tp_decode.PATHS)}")
+    skipped = ""
+    if "deepspeed-inference" in paths and not deepspeed_op.runs_in(dtype):
+        paths.remove("deepspeed-inference")
+        skipped = f"deepspeed-inference skipped: {deepspeed_op.why_not(dtype)}"
+    dist.init_process_group("ccl", timeout=datetime.timedelta(minutes=10))
+    rank, size = dist.get_rank(), dist.get_world_size()
+    control = dist.new_group(backend="gloo")
+    groups = {p: dist.group.WORLD for p in ["fake", *paths]}
+    if {"gloo", "dtensor-gloo"} & set(paths):
+        groups["gloo"] = groups["dtensor-gloo"] = dist.new_group(backend="gloo")
+    ds_op = deepspeed_op.build(rank, size) if "deepspeed-inference" in paths else None
+
+    def barrier():
+        dist.barrier(group=control)
+
+    def slowest(samples):
+        t = torch.tensor(samples, dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=control)
+        return t.tolist()
+
+    rows, same = tp_decode.run(args, dtype, groups, paths, rank, size, barrier, slowest, ds_op)
+    if rank == 0:
+        print(f"ccl-bench --tp-decode: {size} ranks, {args.dtype}, batch {args.batch}, hidden {args.hidden}, "
+              f"{args.layers} layers, ffn {args.ffn}, vocab {args.vocab}, {args.tokens} tokens x {args.rounds} rounds, "
+              f"torch {torch.__version__}; communication: time inside the collectives (dtensor: time less fake's)")
+        print(tp_decode.table(rows))
+        if skipped:
+            print(f"ccl-bench: {skipped}")
+        if not same:
+            print("ccl-bench: the paths produced different tokens", file=sys.stderr)
+        if args.json:
+            report.write_json(rows, {"ranks": size, "dtype": args.dtype, "torch": torch.__version__,
+                                     "argv": sys.argv[1:]}, args.json)
+    barrier()
+    time.sleep(0.2)
+    dist.destroy_process_group()
+    return 0 if same else 1
 
 
 def flat_ccl_group():

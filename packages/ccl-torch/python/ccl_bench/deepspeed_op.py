@@ -13,6 +13,22 @@ import torch.distributed as dist
 BACKENDS = ("deepspeed", "deepspeed-inference")
 
 
+def why_not(dtype) -> str:
+    """Why DeepSpeed's op cannot run `dtype` on this CPU ("" when it can): its 16-bit kernels need AVX-512 (BW), its
+    fp32 one AVX2, and without them the process dies of SIGILL."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = set(next((line for line in f if line.startswith("flags")), "").split())
+    except OSError:
+        flags = set()
+    need = "avx2" if dtype == torch.float32 else "avx512bw"
+    return "" if need in flags else f"its {str(dtype).removeprefix('torch.')} kernel needs {need}, which this CPU lacks"
+
+
+def runs_in(dtype) -> bool:
+    return not why_not(dtype)
+
+
 def build(rank: int, size: int):
     """The op, initialised on every rank (its oneCCL address travels by a broadcast on the world group)."""
     os.environ.setdefault("DS_ACCELERATOR", "cpu")
