@@ -262,6 +262,8 @@ def worker(args) -> int:
     barrier()
     time.sleep(0.2)  # let gloo's threads release their last work while Python is alive (torch gloo race)
     dist.destroy_process_group()
+    if ds_op is not None:
+        deepspeed_op.remove_buffers(rank)
     return 1 if failures else 0
 
 
@@ -283,6 +285,7 @@ def _tp_decode(args, dtype) -> int:
         skipped = f"deepspeed-inference skipped: {deepspeed_op.why_not(dtype)}"
     dist.init_process_group("ccl", timeout=datetime.timedelta(minutes=10))
     rank, size = dist.get_rank(), dist.get_world_size()
+    tp_decode.check_split(args, size)
     control = dist.new_group(backend="gloo")
     groups = {p: dist.group.WORLD for p in ["fake", *paths]}
     if {"gloo", "dtensor-gloo"} & set(paths):
@@ -313,6 +316,8 @@ def _tp_decode(args, dtype) -> int:
     barrier()
     time.sleep(0.2)
     dist.destroy_process_group()
+    if ds_op is not None:
+        deepspeed_op.remove_buffers(rank)
     return 0 if same else 1
 
 

@@ -46,6 +46,19 @@ def build(rank: int, size: int):
     return op
 
 
+def remove_buffers(rank: int) -> None:
+    """DeepSpeed's op leaves its shared-memory buffers (/dev/shm/deepspeed_allreduce_buffer_<i>_<addr>_<port>_<rank>,
+    66 MiB each) behind when its process ends: this rank's go once the run is over."""
+    import glob
+
+    addr, port = os.environ.get("MASTER_ADDR", ""), os.environ.get("MASTER_PORT", "")
+    for path in glob.glob(f"/dev/shm/deepspeed_allreduce_buffer_*_{addr}_{port}_{rank}"):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
 def all_reduce(op, backend: str, tensor: torch.Tensor, size: int) -> Callable[[], None]:
     """One blocking sum over every rank, through the op."""
     from deepspeed.comm.reduce_op import ReduceOp

@@ -199,13 +199,15 @@ def decode(model: Model, prompt: torch.Tensor, tokens: int) -> tuple[list[int], 
     return out, time.perf_counter() - start
 
 
-def run(args, dtype, groups: dict, paths: list[str], rank: int, size: int, barrier, slowest, ds_op=None):
-    """Rows per path: tokens/s, ms per token, communication µs per token (vs fake), over `args.rounds` rounds."""
-    from torch.distributed.device_mesh import DeviceMesh
-
+def check_split(args, size: int) -> None:
     if args.hidden % (size * args.head_dim) or args.ffn % size or args.vocab % size:
         raise SystemExit(f"ccl-bench --tp-decode: hidden ({args.hidden}) must split into whole heads of "
                          f"{args.head_dim} over {size} ranks, and ffn ({args.ffn}) and vocab ({args.vocab}) over {size}")
+
+
+def run(args, dtype, groups: dict, paths: list[str], rank: int, size: int, barrier, slowest, ds_op=None):
+    """Rows per path: tokens/s, ms per token, communication µs per token, over `args.rounds` rounds."""
+    from torch.distributed.device_mesh import DeviceMesh
     prompt = torch.randint(0, args.vocab, (args.batch, 8), generator=torch.Generator().manual_seed(1))
     models = {p: build(args, dtype, DeviceMesh.from_group(groups[p], "cpu"), p, groups[p], ds_op)
               for p in ["fake", *paths]}
