@@ -48,8 +48,11 @@ c10::intrusive_ptr<c10d::ProcessGroup> group_named(c10::string_view name, const 
 
 // The group's ccl backend for `t`'s device, if that is what serves it (not a wrapper, not another backend).
 ProcessGroupCCL* ccl_backend(c10d::ProcessGroup& group, const at::Tensor& t) {
-    if (!group.hasBackendForDeviceType(t.device().type())) return nullptr;
-    return dynamic_cast<ProcessGroupCCL*>(group.getBackend(t.device().type()).get());
+    try {
+        return dynamic_cast<ProcessGroupCCL*>(group.getBackend(t.device().type()).get());
+    } catch (const c10::Error&) {  // no backend for that device: the general path says so
+        return nullptr;
+    }
 }
 
 void all_reduce_(at::Tensor& tensor, c10::string_view group_name, c10::string_view op) {

@@ -29,7 +29,14 @@ void progress_in_background(const std::shared_ptr<PendingOperation>& op) {
     detail::release_completed_operations();
     // Read once (the engine validated it at creation): this runs for every async op.
     static const bool wanted = progress_mode() == "thread";
-    if (wanted && op) detail::ProgressThread::instance().watch(op);
+    if (!wanted || !op) return;
+    // A small op whose peers are already there often completes in this one poll: then no thread need hear of it.
+    try {
+        if (op->test()) return;
+    } catch (...) {
+        return;  // the op keeps its failure for its caller
+    }
+    detail::ProgressThread::instance().watch(op);
 }
 
 void complete_in_background(std::shared_ptr<PendingOperation> op, Completion completion) {
