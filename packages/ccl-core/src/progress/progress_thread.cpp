@@ -249,7 +249,14 @@ void ProgressThread::rest(std::unique_lock<std::mutex>& lock, Backoff& backoff, 
         lock.unlock();
     };
     lock.unlock();
-    backoff.pause(now, how);
+    // While callers wait on every pending op they drive them: polling beside them would only take a core from the
+    // ranks. Look again after a millisecond (or when a new op comes), in case a caller stops waiting.
+    const bool all_driven = std::all_of(sleepers.begin(), sleepers.end(), [](const auto& op) { return op->driven_by_a_caller(); });
+    if (all_driven && !sleepers.empty()) {
+        how.plain(std::chrono::microseconds(1000));
+    } else {
+        backoff.pause(now, how);
+    }
     sleepers.clear();  // without the lock: the last reference to an op may go here
     lock.lock();
 }
