@@ -4,8 +4,8 @@ Backends: "ccl" and "gloo" through torch.distributed, "raw" through ccl_core on 
 to show what the torch layer costs, "fake" through torch's fake process group (moves nothing: its results are not
 checked), "deepspeed" and "deepspeed-inference" (all_reduce only) through DeepSpeed's own oneCCL op. Three more ways to call the
 ccl backend, for all_reduce and all_gather: "ccl-op", the registered op (torch.ops.ccl.all_reduce_ and
-all_gather_into_tensor_, what compiled and inference code calls); "ccl-funcol", torch's functional collectives (what
-DTensor and parallelize_module use) waited at once; "ccl-async", async_op=True and an immediate wait(). Sizes follow
+all_gather_into_tensor_, what compiled and inference code calls); "ccl-funcol", torch's functional collective ops (what
+DTensor and compiled graphs call) waited at once; "ccl-async", async_op=True and an immediate wait(). Sizes follow
 nccl-tests: all_gather's size is its output, reduce_scatter's its input, all_to_all's each buffer; counts are rounded
 to a multiple of the group size."""
 from __future__ import annotations
@@ -157,13 +157,16 @@ def _called_as(style: str, op: str, group, buf: torch.Tensor, inp: torch.Tensor 
         call = torch.ops.ccl.all_gather_into_tensor_.default
         return (lambda: call(buf, inp, name)), None
     if style == "ccl-funcol":
-        import torch.distributed._functional_collectives as funcol
-
-        if op == "all_reduce":  # the in-place form, as torch.compile's graphs call it after re-inplacing
-            name = group.group_name
-            reduce_, wait = torch.ops._c10d_functional.all_reduce_.default, torch.ops._c10d_functional.wait_tensor.default
+        # torch's functional collective ops as a compiled graph calls them (all_reduce in its re-inplaced form);
+        # the eager Python wrappers of torch.distributed._functional_collectives add their own cost, whatever the
+        # backend (docs/performance.md)
+        functional, name = torch.ops._c10d_functional, group.group_name
+        wait = functional.wait_tensor.default
+        if op == "all_reduce":
+            reduce_ = functional.all_reduce_.default
             return (lambda: wait(reduce_(buf, "sum", name))), None
-        return (lambda: buf.copy_(funcol.wait_tensor(funcol.all_gather_tensor(inp, 0, group)))), None
+        gather, size = functional.all_gather_into_tensor.default, dist.get_world_size(group)
+        return (lambda: buf.copy_(wait(gather(inp, size, name)))), None
     if op == "all_reduce":
         return (lambda: dist.all_reduce(buf, group=group, async_op=True).wait()), None
     return (lambda: dist.all_gather_into_tensor(buf, inp, group=group, async_op=True).wait()), None
