@@ -8,11 +8,25 @@ import torch.distributed as dist
 
 import oneccl_bindings_for_pytorch  # noqa: F401  (registers torch.ops.ccl)
 
-DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int32]
+DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int32, torch.int64, torch.int8,
+          torch.uint8, torch.bool, torch.complex64, torch.complex128]
 
 
 def _values(rank, n, dtype):
-    return ((torch.arange(n) % 5) + rank + 1).to(dtype)  # small integers: exact in every dtype
+    """Small integers (exact in every dtype); complex ones with an imaginary part of their own."""
+    base = ((torch.arange(n) % 5) + rank + 1).to(torch.float64)
+    if dtype.is_complex:
+        return torch.complex(base, 2 * base + 1).to(dtype)
+    return base.to(dtype)
+
+
+def _expected(values, op, dtype):
+    """The reduction of the ranks' values (stacked, in float64 or complex128), as `dtype` holds it."""
+    want = {"sum": values.sum(0), "max": values.max(0).values if not values.is_complex() else None,
+            "avg": values.mean(0)}[op]
+    if dtype == torch.bool:  # sum of bools is a logical or, max too
+        want = (want != 0).to(torch.float64)
+    return want
 
 
 def all_reduce_every_dtype_and_op(rank, size):
@@ -23,20 +37,20 @@ def all_reduce_every_dtype_and_op(rank, size):
     seq_before = pg._get_sequence_number_for_group()
     calls, bad = 0, []
     for dtype in DTYPES:
+        wide = torch.complex128 if dtype.is_complex else torch.float64
         for n in (1, 1000, 65536):
             for op in ("sum", "max", "avg"):
-                if op == "avg" and not dtype.is_floating_point:
+                if (op == "avg" and not (dtype.is_floating_point or dtype.is_complex)) or (op == "max" and dtype.is_complex):
                     continue
                 t = _values(rank, n, dtype)
                 ptr = t.data_ptr()
                 torch.ops.ccl.all_reduce_(t, name, op)
                 calls += 1
-                every = torch.stack([_values(r, n, torch.float64) for r in range(size)])
-                want = {"sum": every.sum(0), "max": every.max(0).values, "avg": every.mean(0)}[op]
+                want = _expected(torch.stack([_values(r, n, wide) for r in range(size)]), op, dtype)
                 if ptr != t.data_ptr():
                     bad.append(f"{op} {dtype} {n}: the tensor moved")
-                if not torch.allclose(t.to(torch.float64), want, rtol=1e-2):
-                    bad.append(f"{op} {dtype} {n}: got {t[:4].tolist()}, expected {want[:4].tolist()}")
+                if not torch.allclose(t.to(wide), want.to(wide), rtol=1e-2):
+                    bad.append(f"{op} {dtype} {n}: got {t[-4:].tolist()}, expected {want[-4:].tolist()}")
     return bad, calls, pg._get_sequence_number_for_group() - seq_before
 
 
@@ -56,14 +70,25 @@ def all_reduce_on_a_subgroup_and_on_gloo(rank, size):
 
 
 def all_gather_into_tensor(rank, size):
+    """Each dtype, into a contiguous output and into a strided view (which takes c10d's path). Returns the failures
+    and how far the group's sequence number moved (each call counts once)."""
     name = dist.group.WORLD.group_name
-    results = []
-    for dtype in (torch.float32, torch.bfloat16):
-        inp = torch.full((3, 5), float(rank), dtype=dtype)
-        out = torch.empty((3 * size, 5), dtype=dtype)
-        torch.ops.ccl.all_gather_into_tensor_(out, inp, name)
-        results.append(torch.equal(out, torch.cat([torch.full((3, 5), float(r), dtype=dtype) for r in range(size)])))
-    return results
+    pg = dist.group.WORLD._get_backend(torch.device("cpu"))
+    seq_before = pg._get_sequence_number_for_group()
+    bad, calls = [], 0
+    for dtype in DTYPES:
+        for n in (1, 15, 20000):
+            inp = _values(rank, n, dtype)
+            want = torch.cat([_values(r, n, dtype) for r in range(size)])
+            out = torch.empty(size * n, dtype=dtype)
+            torch.ops.ccl.all_gather_into_tensor_(out, inp, name)
+            strided = torch.zeros(size * n, 2, dtype=dtype)[:, 0]
+            torch.ops.ccl.all_gather_into_tensor_(strided, inp, name)
+            calls += 2
+            for how, got in (("contiguous", out), ("strided", strided)):
+                if not torch.equal(got, want):
+                    bad.append(f"{dtype} {n} {how}: got {got[-3:].tolist()}, expected {want[-3:].tolist()}")
+    return bad, calls, pg._get_sequence_number_for_group() - seq_before
 
 
 def compiled_layer(rank, size, backend):

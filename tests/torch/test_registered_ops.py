@@ -19,8 +19,10 @@ def test_all_reduce_op_on_a_subgroup_and_on_a_gloo_group():
     assert [o["gloo"] for o in out] == [3.0] * 3
 
 
-def test_all_gather_into_tensor_op():
-    assert run_in_group(w.all_gather_into_tensor, 3) == [[True, True]] * 3
+def test_all_gather_into_tensor_op_in_every_dtype():
+    for bad, calls, counted in run_in_group(w.all_gather_into_tensor, 3, test_timeout=120):
+        assert not bad, bad
+        assert counted == calls
 
 
 def test_the_op_makes_one_graph_without_a_break():

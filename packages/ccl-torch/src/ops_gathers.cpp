@@ -49,6 +49,26 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::_allgather_base(at::Tensor& outp
     }, [&](Issue& issue, NoPlan&) { allgather_flat(issue, op, output, input); });
 }
 
+bool ProcessGroupCCL::all_gather_now(at::Tensor& output, const at::Tensor& input) {
+    if (watched() || !input.device().is_cpu() || !output.device().is_cpu() || !input.is_contiguous() ||
+        !output.is_contiguous()) {
+        return false;
+    }
+    const OpName op = CCL_TORCH_OP("allgather_into_tensor");
+    check_allgather_pair(output, input, getSize(), op);
+    auto comm = communicator(op);
+    const uint64_t seq = ++seq_;
+    auto board = std::atomic_load(&board_);
+    if (board) board->issued(seq, op.name, {input.scalar_type(), input.numel(), 1});
+    const ccl_core::DType dtype = core_dtype(input.scalar_type(), op);
+    const std::size_t count = static_cast<std::size_t>(input.numel()) * (input.is_complex() ? 2 : 1);
+    const void* in = input.data_ptr();
+    void* out = output.data_ptr();
+    wait_now(translate_errors([&] { return comm->allgather(in, out, count, dtype); }));
+    if (board) board->completed(seq);
+    return true;
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                                                 std::vector<at::Tensor>& inputs,
                                                                                 const c10d::AllgatherOptions& opts) {

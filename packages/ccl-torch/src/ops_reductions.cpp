@@ -83,10 +83,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allreduce(std::vector<at::Tensor
 }
 
 bool ProcessGroupCCL::all_reduce_now(at::Tensor& tensor, const c10d::ReduceOp& rop) {
-    if (coalescing_ || verbose_ || timing_.load(std::memory_order_relaxed) || hooks_->any_completion_hook() ||
-        !tensor.device().is_cpu() || !tensor.is_contiguous()) {
-        return false;
-    }
+    if (watched() || !tensor.device().is_cpu() || !tensor.is_contiguous()) return false;
     const OpName op = CCL_TORCH_OP("allreduce");
     const Reduction plan = check_reducible(tensor, rop, op);
     if (plan.kind != ReduceKind::collective || plan.torch_op == c10d::ReduceOp::PREMUL_SUM || plan.divide_by_size) {
@@ -97,15 +94,17 @@ bool ProcessGroupCCL::all_reduce_now(at::Tensor& tensor, const c10d::ReduceOp& r
     auto board = std::atomic_load(&board_);
     if (board) board->issued(seq, op.name, {tensor.scalar_type(), tensor.numel(), 1});
     const ccl_core::DType dtype = core_dtype(tensor.scalar_type(), op);
+    const std::size_t count = static_cast<std::size_t>(tensor.numel()) * (tensor.is_complex() ? 2 : 1);
     void* data = tensor.data_ptr();
-    ccl_core::Request request = translate_errors([&] {
-        return comm->allreduce(data, data, static_cast<std::size_t>(tensor.numel()), dtype, plan.core_op);
-    });
+    wait_now(translate_errors([&] { return comm->allreduce(data, data, count, dtype, plan.core_op); }));
+    if (board) board->completed(seq);
+    return true;
+}
+
+void ProcessGroupCCL::wait_now(ccl_core::Request request) {
     request.set_timeout(std::chrono::milliseconds(timeout_ms_.load()));
     bool interrupted = false;  // Ctrl-C: ccl-core aborts the group, and the interrupt propagates
     translate_errors([&] { request.wait(std::nullopt, [&] { check_for_interrupt(interrupted); }); });
-    if (board) board->completed(seq);
-    return true;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allreduce_coalesced(std::vector<at::Tensor>& tensors,

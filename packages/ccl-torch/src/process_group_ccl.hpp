@@ -184,16 +184,25 @@ public:
     // process_group_ccl.cpp
     c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
-    // torch.ops.ccl.all_reduce_ (registered_ops.cpp) in the plain case: a contiguous CPU tensor, a reduction ccl-core
-    // does itself, and nobody watching the group's ops (torch's completion hooks, which the flight recorder uses;
-    // timing; verbose lines; coalescing). Runs and waits for it without making a Work, counted in the group's
-    // sequence and status board like any op. False, having done nothing, when the case is not plain.
+    // torch.ops.ccl.all_reduce_ and all_gather_into_tensor_ (registered_ops.cpp) in the plain case: contiguous CPU
+    // tensors, a reduction ccl-core does itself, and nobody watching the group's ops (watched()). Runs and waits for
+    // it without making a Work, counted in the group's sequence and status board like any op. False, having done
+    // nothing, when the case is not plain; bad input raises as the c10d op would.
     bool all_reduce_now(at::Tensor& tensor, const c10d::ReduceOp& rop);
+    bool all_gather_now(at::Tensor& output, const at::Tensor& input);
 
     // The group's communicator; raises naming `op` when the group has none (not yet reconfigured, shut down).
     std::shared_ptr<ccl_core::Communicator> communicator(const char* op = "this group") const;
 
 private:
+    // Someone observes each op: torch's completion hooks (the flight recorder uses them), timing, verbose lines, or
+    // an open coalescing block. The *_now paths then leave the op to c10d's.
+    bool watched() const {
+        return coalescing_ || verbose_ || timing_.load(std::memory_order_relaxed) || hooks_->any_completion_hook();
+    }
+    // Waits for a request of a *_now path as a Work would: the group's timeout, Ctrl-C.
+    void wait_now(ccl_core::Request request);
+
     // Which op, and how it is waited for: `async` (the options' asyncOp; false for a blocking call, which waits
     // at once) lets ccl-core's progress thread move it while the caller computes.
     struct OpSpec {

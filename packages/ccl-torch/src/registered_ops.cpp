@@ -10,7 +10,7 @@
 // the result before it returns. It runs on the group's backend for the tensor's device through c10d's own op,
 // exactly as dist.all_reduce would (timeouts, abort, torch's flight recorder and hooks, the status board), minus
 // torch.distributed's Python layer; on any backend, not only ccl. On a ccl group whose ops nobody watches (no flight
-// recorder), a plain all_reduce_ skips c10d's op and the Work too (ProcessGroupCCL::all_reduce_now).
+// recorder), a plain call skips c10d's op and the Work too (ProcessGroupCCL::all_reduce_now, all_gather_now).
 // Meta kernels (shapes only) serve FakeTensor tracing.
 #include "process_group_ccl.hpp"
 #include "torch_errors.hpp"
@@ -68,6 +68,7 @@ void all_reduce_(at::Tensor& tensor, c10::string_view group_name, c10::string_vi
 
 void all_gather_into_tensor_(at::Tensor& output, const at::Tensor& input, c10::string_view group_name) {
     auto group = group_named(group_name, "all_gather_into_tensor_");
+    if (auto* ccl = ccl_backend(*group, input); ccl && ccl->all_gather_now(output, input)) return;
     at::Tensor in = input;
     c10d::AllgatherOptions opts;
     opts.asyncOp = false;
