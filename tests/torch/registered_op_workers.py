@@ -184,6 +184,20 @@ def deepspeed_inference_all_reduce(rank, size):
             ds_dist.inference_all_reduce(t)
             sums.append(t[0].item())
     names = {e.key for e in prof.key_averages()}
+    # the way AutoTP also calls it: on a group of its own, another reduction, a group of one rank
+    from deepspeed.comm import ReduceOp
+
+    pair = dist.new_group([0, 1], backend="ccl")
+    t = torch.full((10,), float(rank + 1))
+    ds_dist.inference_all_reduce(t, op=ReduceOp.AVG, group=pair)
+    sums.append(t[0].item())
+    t = torch.full((10,), float(rank + 1))
+    ds_dist.inference_all_reduce(t, op=ReduceOp.MAX)
+    sums.append(t[0].item())
+    alone, _ = dist.new_subgroups(group_size=1, backend="ccl")
+    t = torch.full((10,), float(rank + 1))
+    ds_dist.inference_all_reduce(t, group=alone)
+    sums.append(t[0].item())
     return sums, "ccl::all_reduce_" in names
 
 

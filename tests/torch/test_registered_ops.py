@@ -53,8 +53,8 @@ def test_a_missing_peer_ends_in_a_timeout_error():
 
 def test_deepspeed_inference_all_reduce_runs_the_registered_op():
     pytest.importorskip("deepspeed")
-    for sums, via_op in run_in_group(w.deepspeed_inference_all_reduce, 2, test_timeout=180):
-        assert sums == [3.0, 3.0]
+    for rank, (sums, via_op) in enumerate(run_in_group(w.deepspeed_inference_all_reduce, 2, test_timeout=180)):
+        assert sums == [3.0, 3.0, 1.5, 2.0, rank + 1.0]  # fp32 and bf16 sums, avg on a group, max, a 1-rank group
         assert via_op
 
 
