@@ -94,8 +94,32 @@ def test_tp_decode_gives_every_path_the_same_tokens(tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
     rows = json.load(open(tmp_path / "d.json"))["results"]
     assert [r["path"] for r in rows] == ["fake", "ccl", "ccl-op", "gloo", "dtensor-ccl"]
-    assert all(r["same_tokens"] and r["tokens_per_s"] > 0 for r in rows)
+    assert all(r["tokens_check"] == "same" and r["tokens_per_s"] > 0 for r in rows)
     assert all(r["comm_us_per_token"] > 0 for r in rows if r["path"] in ("ccl", "ccl-op", "gloo"))
     assert "tokens/s" in out.stdout
     bad = bench("-n", "2", "--tp-decode", "--hidden", "100", "--layers", "1")
     assert bad.returncode != 0 and "whole heads" in bad.stderr
+
+
+def test_tp_decode_fails_when_a_path_sums_wrongly():
+    env = dict(clean_env(), CCL_BENCH_FAULT="1")  # the last path leaves half of each sum unreduced
+    out = bench("-n", "2", "--tp-decode", "--hidden", "128", "--layers", "2", "--vocab", "256", "--tokens", "8",
+                "--rounds", "1", "--dtype", "bfloat16", "--backends", "ccl,ccl-op", env=env)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "DIFFER" in out.stdout and "different tokens" in out.stderr
+
+
+def test_a_flip_at_a_near_tie_is_rounding_and_a_wrong_sum_is_not():
+    import torch
+
+    from ccl_bench.tp_decode import near_tie
+
+    reference = torch.randn(1000, generator=torch.Generator().manual_seed(0))
+    top2 = reference.topk(2).indices
+    reference[top2[1]] = reference[top2[0]] - 0.01  # a near tie
+    rounded = reference + 1e-3 * torch.randn(1000, generator=torch.Generator().manual_seed(1))
+    rounded[top2[1]] += 0.02  # the runner-up wins by a rounding-sized step
+    assert near_tie(reference, rounded, torch.bfloat16)
+    wrong = reference.clone()
+    wrong[top2[1]] += 1.0  # a flip no rounding explains
+    assert not near_tie(reference, wrong, torch.bfloat16)
