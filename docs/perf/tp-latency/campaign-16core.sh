@@ -28,7 +28,7 @@ step() {  # NAME LIMIT_S COMMAND...
 }
 for round in 1 2; do
   step "raw-r$round" 90 $PY -m ccl_core.bench --ranks "$RANKS" --pin --sizes 1K,8K,64K --dtypes float32,bfloat16 \
-    --floor --json "$OUT/raw-r$round.json"
+    --floor --back-to-back --json "$OUT/raw-r$round.json"
 done
 for dt in float32 bfloat16; do
   step "bench-n$BENCH_RANKS-$dt" 60 "$BENCH" -n "$BENCH_RANKS" --ops all_reduce -b 1K -e 64K --dtype $dt \

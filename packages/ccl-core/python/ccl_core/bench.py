@@ -6,7 +6,10 @@
 
 Each rank is a process of its own (pinned with --pin to --cores-per-rank cores of its own, in order); each case is
 timed with a barrier before every iteration, and a row reports the median, p10 and p90 over iterations of the slowest
-rank's time. Every result is checked (a wrong one fails the run). --floor adds, per rank count and size, what the
+rank's time. Every result is checked (a wrong one fails the run). The barrier releases ranks microseconds apart and
+every such row carries that skew (the floor row shows it); --back-to-back adds rows timed as nccl-tests and
+DeepSpeed's benchmarks time them: calls one after another, the mean per call over a block, the slowest rank's, five
+blocks. --floor adds, per rank count and size, what the
 memory gives: every rank streaming its buffer once in place at the same time (`x *= 1`, with torch and as many
 threads as the rank owns when torch is importable, else NumPy on one thread). --registered adds the ops on arrays in
 the group's registered memory (Communicator.allocate). --flat adds the same ops with CCL_CORE_SHM=0 (oneCCL's own
@@ -134,6 +137,19 @@ def _floor(comm, nbytes: int, threads: int) -> dict:
     return _summary(_slowest(comm, times))
 
 
+def _back_to_back(comm, op, send, recv, dtype, calls: int) -> np.ndarray:
+    """Seconds per call over five blocks of calls issued one after another (a barrier before each block only)."""
+    per_block = max(1, calls // 5)
+    blocks = np.empty(5)
+    for b in range(blocks.size):
+        comm.barrier()
+        t0 = time.perf_counter()
+        for _ in range(per_block):
+            _run_op(comm, op, send, recv, dtype)
+        blocks[b] = (time.perf_counter() - t0) / per_block
+    return blocks
+
+
 def _rank(rank: int, size: int, store_dir: str, config: dict, queue) -> None:
     try:
         if config["pin"]:
@@ -159,12 +175,18 @@ def _rank(rank: int, size: int, store_dir: str, config: dict, queue) -> None:
                             times[i] = time.perf_counter() - t0
                             if op == "allreduce":
                                 _fill(send, dtype, rank)  # in place: the next iteration reduces fresh inputs
+                        name = op + (" registered" if registered else "")
+                        # in place, sums grow (to inf at worst): the check below, after a refill, covers these calls
+                        chained = (_back_to_back(comm, op, send, recv, dtype, times.size)
+                                   if config.get("back_to_back") else None)
                         _fill(send, dtype, rank)
                         _run_op(comm, op, send, recv, dtype)
                         check = _check(op, recv, dtype, size, rank)
-                        row = {"op": op + (" registered" if registered else ""), "dtype": dtype, "bytes": nbytes,
+                        row = {"op": name, "dtype": dtype, "bytes": nbytes,
                                "ranks": size, "path": config["path"], "check": check, **_summary(_slowest(comm, times))}
                         rows.append(row)
+                        if chained is not None:
+                            rows.append({**row, "op": name + " back-to-back", **_summary(_slowest(comm, chained))})
         if config["floor"]:
             for nbytes in config["sizes"]:
                 rows.append({"op": "floor", "dtype": "float32", "bytes": nbytes, "ranks": size, "path": "memory",
@@ -244,7 +266,7 @@ def table(rows: list[dict]) -> str:
         key = (r["op"], r["path"], r["dtype"], r["bytes"])
         if key not in keys:
             keys.append(key)
-    head = f"{'op':<22}{'path':<9}{'dtype':<9}{'size':>8}" + "".join(f"{'P=' + str(p):>22}" for p in ranks)
+    head = f"{'op':<34}{'path':<9}{'dtype':<9}{'size':>8}" + "".join(f"{'P=' + str(p):>22}" for p in ranks)
     lines = [head, "-" * len(head)]
     for op, path, dtype, nbytes in keys:
         cells = []
@@ -253,7 +275,7 @@ def table(rows: list[dict]) -> str:
                      (op, path, dtype, nbytes, p)]
             cells.append(f"{match[0]['median_us']:.1f} ({match[0]['p10_us']:.0f}-{match[0]['p90_us']:.0f})"
                          if match else "-")
-        lines.append(f"{op:<22}{path:<9}{dtype:<9}{human(nbytes):>8}" + "".join(f"{c:>22}" for c in cells))
+        lines.append(f"{op:<34}{path:<9}{dtype:<9}{human(nbytes):>8}" + "".join(f"{c:>22}" for c in cells))
     return "\n".join(lines)
 
 
@@ -268,6 +290,8 @@ def main(argv=None) -> int:
     parser.add_argument("--cores-per-rank", type=int, default=1)
     parser.add_argument("--floor", action="store_true")
     parser.add_argument("--registered", action="store_true")
+    parser.add_argument("--back-to-back", action="store_true",
+                        help="also time calls one after another, without a barrier between them")
     parser.add_argument("--flat", action="store_true", help="also with CCL_CORE_SHM=0 (oneCCL's own algorithms)")
     parser.add_argument("--gloo", action="store_true", help="also torch's gloo (allreduce, float32, unpinned)")
     parser.add_argument("--json", help="write every row and the machine's description here")
@@ -278,7 +302,7 @@ def main(argv=None) -> int:
         parser.error(f"unknown op(s) {bad}; use {', '.join(OPS)}")
     config = {"sizes": [parse_size(s) for s in args.sizes.split(",")], "dtypes": args.dtypes.split(","), "ops": ops,
               "pin": args.pin, "cores_per_rank": args.cores_per_rank, "floor": args.floor,
-              "registered": args.registered}
+              "registered": args.registered, "back_to_back": args.back_to_back}
     rows = []
     for size in (int(p) for p in args.ranks.split(",")):
         if args.pin and size * args.cores_per_rank > len(os.sched_getaffinity(0)):
