@@ -85,7 +85,11 @@ def all_gather_into_tensor(rank, size):
             strided = torch.zeros(size * n, 2, dtype=dtype)[:, 0]
             torch.ops.ccl.all_gather_into_tensor_(strided, inp, name)
             calls += 2
-            for how, got in (("contiguous", out), ("strided", strided)):
+            in_place = torch.zeros(size * n, dtype=dtype)  # the input is this rank's block of the output
+            in_place[rank * n:(rank + 1) * n] = inp
+            torch.ops.ccl.all_gather_into_tensor_(in_place, in_place[rank * n:(rank + 1) * n], name)
+            calls += 1
+            for how, got in (("contiguous", out), ("strided", strided), ("in place", in_place)):
                 if not torch.equal(got, want):
                     bad.append(f"{dtype} {n} {how}: got {got[-3:].tolist()}, expected {want[-3:].tolist()}")
     return bad, calls, pg._get_sequence_number_for_group() - seq_before
