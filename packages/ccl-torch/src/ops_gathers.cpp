@@ -56,16 +56,9 @@ bool ProcessGroupCCL::all_gather_now(at::Tensor& output, const at::Tensor& input
     }
     const OpName op = CCL_TORCH_OP("allgather_into_tensor");
     check_allgather_pair(output, input, getSize(), op);
-    auto comm = communicator(op);
-    const uint64_t seq = ++seq_;
-    auto board = std::atomic_load(&board_);
-    if (board) board->issued(seq, op.name, {input.scalar_type(), input.numel(), 1});
-    const ccl_core::DType dtype = core_dtype(input.scalar_type(), op);
-    const std::size_t count = static_cast<std::size_t>(input.numel()) * (input.is_complex() ? 2 : 1);
-    const void* in = input.data_ptr();
+    const Buffer in = buffer_of(input, op);
     void* out = output.data_ptr();
-    wait_now(translate_errors([&] { return comm->allgather(in, out, count, dtype); }));
-    if (board) board->completed(seq);
+    run_now(op, input, [&](ccl_core::Communicator& comm) { return comm.allgather(in.data(), out, in.count, in.dtype); });
     return true;
 }
 

@@ -89,22 +89,24 @@ bool ProcessGroupCCL::all_reduce_now(at::Tensor& tensor, const c10d::ReduceOp& r
     if (plan.kind != ReduceKind::collective || plan.torch_op == c10d::ReduceOp::PREMUL_SUM || plan.divide_by_size) {
         return false;
     }
-    auto comm = communicator(op);
-    const uint64_t seq = ++seq_;
-    auto board = std::atomic_load(&board_);
-    if (board) board->issued(seq, op.name, {tensor.scalar_type(), tensor.numel(), 1});
-    const ccl_core::DType dtype = core_dtype(tensor.scalar_type(), op);
-    const std::size_t count = static_cast<std::size_t>(tensor.numel()) * (tensor.is_complex() ? 2 : 1);
-    void* data = tensor.data_ptr();
-    wait_now(translate_errors([&] { return comm->allreduce(data, data, count, dtype, plan.core_op); }));
-    if (board) board->completed(seq);
+    const Buffer buf = buffer_of(tensor, op);
+    run_now(op, tensor, [&](ccl_core::Communicator& comm) {
+        return comm.allreduce(buf.data(), buf.data(), buf.count, buf.dtype, plan.core_op);
+    });
     return true;
 }
 
-void ProcessGroupCCL::wait_now(ccl_core::Request request) {
+void ProcessGroupCCL::run_now(const OpName& op, const at::Tensor& moved,
+                              const std::function<ccl_core::Request(ccl_core::Communicator&)>& issue) {
+    auto comm = communicator(op);
+    const uint64_t seq = ++seq_;
+    auto board = std::atomic_load(&board_);
+    if (board) board->issued(seq, op.name, {moved.scalar_type(), moved.numel(), 1});
+    ccl_core::Request request = translate_errors([&] { return issue(*comm); });
     request.set_timeout(std::chrono::milliseconds(timeout_ms_.load()));
     bool interrupted = false;  // Ctrl-C: ccl-core aborts the group, and the interrupt propagates
     translate_errors([&] { request.wait(std::nullopt, [&] { check_for_interrupt(interrupted); }); });
+    if (board) board->completed(seq);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCCL::allreduce_coalesced(std::vector<at::Tensor>& tensors,

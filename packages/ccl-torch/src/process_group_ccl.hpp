@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <ostream>
 #include <map>
 #include <memory>
@@ -200,8 +201,10 @@ private:
     bool watched() const {
         return coalescing_ || verbose_ || timing_.load(std::memory_order_relaxed) || hooks_->any_completion_hook();
     }
-    // Waits for a request of a *_now path as a Work would: the group's timeout, Ctrl-C.
-    void wait_now(ccl_core::Request request);
+    // A *_now op: issued on the group's communicator, counted in its sequence and status board (`moved` says what
+    // it moves), and waited for as a Work would be (the group's timeout, Ctrl-C).
+    void run_now(const OpName& op, const at::Tensor& moved,
+                 const std::function<ccl_core::Request(ccl_core::Communicator&)>& issue);
 
     // Which op, and how it is waited for: `async` (the options' asyncOp; false for a blocking call, which waits
     // at once) lets ccl-core's progress thread move it while the caller computes.

@@ -35,19 +35,15 @@ ccl_core::DType core_dtype(at::ScalarType type, const char* op) {
     }
 }
 
-namespace {
-
-Buffer make_buffer(const at::Tensor& contiguous, const char* op) {
+Buffer buffer_of(const at::Tensor& contiguous, const char* op) {
     const bool complex = contiguous.is_complex();
     Buffer b{contiguous, core_dtype(contiguous.scalar_type(), op),
              static_cast<std::size_t>(contiguous.numel()) * (complex ? 2 : 1)};
     return b;
 }
 
-}  // namespace
-
 Buffer input_buffer(const at::Tensor& t, const char* op) {
-    return make_buffer(t.contiguous(), op);
+    return buffer_of(t.contiguous(), op);
 }
 
 void split_into(const at::Tensor& flat, std::vector<at::Tensor>& outs, int64_t n) {
@@ -55,10 +51,10 @@ void split_into(const at::Tensor& flat, std::vector<at::Tensor>& outs, int64_t n
 }
 
 Buffer output_buffer(at::Tensor& t, const char* op, FinishSteps& finish) {
-    if (t.is_contiguous()) return make_buffer(t, op);
+    if (t.is_contiguous()) return buffer_of(t, op);
     at::Tensor staged = t.contiguous();  // keeps the current values: in-place ops read them
     finish.push_back([staged, t]() mutable { t.copy_(staged); });
-    return make_buffer(staged, op);
+    return buffer_of(staged, op);
 }
 
 }  // namespace ccl_torch

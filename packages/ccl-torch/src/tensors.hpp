@@ -23,6 +23,8 @@ struct Buffer {
     void* data() const { return tensor.data_ptr(); }
 };
 
+// `contiguous` itself as a buffer (complex counted as pairs of reals).
+Buffer buffer_of(const at::Tensor& contiguous, const char* op);
 // Buffer for reading only (a contiguous copy if needed).
 Buffer input_buffer(const at::Tensor& t, const char* op);
 // Buffer that will be written: `t` itself when contiguous, else a staging copy that `finish` copies back.
