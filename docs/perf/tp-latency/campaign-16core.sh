@@ -1,11 +1,14 @@
 #!/bin/bash
 # Issue 41 on the 16-core machine the `device` tool lends: small all_reduces at 2-16 ranks (ccl-core's NumPy face,
 # pinned), the same through torch at 8 ranks (ccl-bench: dist.all_reduce, the registered op, raw), and --tp-decode at
-# TP=2, 4, 8. Run from the repository root with .device/wheels holding the cp312 wheels (ccl-core, and ccl-torch with
-# its torch 2.11 extension) in tp/ and the trimmed oneCCL beside them. JSON and log.txt go to $OUT (8 files at most
-# come back). RANKS, BENCH_RANKS, DECODE_RANKS and HIDDEN shrink it for a rehearsal on a small machine.
+# TP=2, 4, 8. CAMPAIGN=small instead: which all_reduce path small messages should take at each rank count (the
+# default one-shot limit, every size one-shot with CCL_CORE_SHM_SMALL_BYTES=65536, every size two-step with =64,
+# interleaved, two rounds). Run from the repository root with .device/wheels holding the cp312 wheels (ccl-core, and
+# ccl-torch with its torch 2.11 extension) in tp/ and the trimmed oneCCL beside them. JSON and log.txt go to $OUT (8
+# files at most come back). RANKS, BENCH_RANKS, DECODE_RANKS and HIDDEN shrink it for a rehearsal on a small machine.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+CAMPAIGN=${CAMPAIGN:-tp}
 RANKS=${RANKS:-2,4,8,16}; BENCH_RANKS=${BENCH_RANKS:-8}; DECODE_RANKS=${DECODE_RANKS:-2 4 8}; HIDDEN=${HIDDEN:-2048}
 if [ -z "${PY:-}" ]; then
   export PYTHONPATH=$(python3 -c "import site; print(':'.join(site.getsitepackages()))")
@@ -26,6 +29,17 @@ step() {  # NAME LIMIT_S COMMAND...
   echo "== $name $(date +%T)" >> "$LOG"
   timeout "$limit" "$@" >> "$LOG" 2>&1 || echo "FAILED $name rc=$?" >> "$LOG"
 }
+if [ "$CAMPAIGN" = small ]; then
+  for round in 1 2; do
+    for limit in default 65536 64; do
+      step "small-$limit-r$round" 120 env $([ $limit = default ] || echo CCL_CORE_SHM_SMALL_BYTES=$limit) \
+        $PY -m ccl_core.bench --ranks "$RANKS" --pin --sizes 1K,2K,4K,8K,16K,32K,64K --dtypes float32,bfloat16 \
+        --back-to-back --json "$OUT/small-$limit-r$round.json"
+    done
+  done
+  tail -3 "$LOG"
+  exit 0
+fi
 for round in 1 2; do
   step "raw-r$round" 90 $PY -m ccl_core.bench --ranks "$RANKS" --pin --sizes 1K,8K,64K --dtypes float32,bfloat16 \
     --floor --back-to-back --json "$OUT/raw-r$round.json"
