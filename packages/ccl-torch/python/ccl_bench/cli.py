@@ -161,8 +161,6 @@ def worker(args) -> int:
             raise SystemExit(f"ccl-bench: backend {b!r} has all_reduce only: add --ops all_reduce")
         if b in runners.CALL_STYLES and not set(ops) <= {"all_reduce", "all_gather"}:
             raise SystemExit(f"ccl-bench: backend {b!r} has all_reduce and all_gather only: add --ops all_reduce,all_gather")
-    if args.dtype not in runners.DTYPES:
-        raise SystemExit(f"ccl-bench: unknown dtype {args.dtype!r}; choose from {', '.join(runners.DTYPES)}")
     dtype = runners.DTYPES[args.dtype]
     if args.late_peer > 0:
         return _late_peer(args.late_peer, args.rounds, args.json)
@@ -259,12 +257,21 @@ def worker(args) -> int:
             report.write_json(rows, meta, args.json)
         if args.plot:
             report.plot(rows, args.plot, f"ccl-bench: {title}")
+    _finish(barrier, rank, ds_op)
+    return 1 if failures else 0
+
+
+def _finish(barrier, rank: int, ds_op) -> None:
+    """The end of a run on every rank: the process group, and DeepSpeed's shared-memory buffers if its op was built."""
+    import torch.distributed as dist
+
+    from . import deepspeed_op
+
     barrier()
     time.sleep(0.2)  # let gloo's threads release their last work while Python is alive (torch gloo race)
     dist.destroy_process_group()
     if ds_op is not None:
         deepspeed_op.remove_buffers(rank)
-    return 1 if failures else 0
 
 
 def _tp_decode(args, dtype) -> int:
@@ -313,11 +320,7 @@ def _tp_decode(args, dtype) -> int:
         if args.json:
             report.write_json(rows, {"ranks": size, "dtype": args.dtype, "torch": torch.__version__,
                                      "argv": sys.argv[1:]}, args.json)
-    barrier()
-    time.sleep(0.2)
-    dist.destroy_process_group()
-    if ds_op is not None:
-        deepspeed_op.remove_buffers(rank)
+    _finish(barrier, rank, ds_op)
     return 0 if same else 1
 
 
