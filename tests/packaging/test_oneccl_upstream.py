@@ -1,25 +1,20 @@
 """The upstream defect that keeps the oneCCL pins where they are (docs/upstream/oneccl-2022.2-wheels.md): this test
 fails the day PyPI serves a oneCCL 2022.2 or newer that pip can install, so that the pins move then."""
-import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-
-def _pypi_env() -> dict:
-    """PyPI as a user's pip sees it: none of this machine's local indexes or constraints."""
-    env = dict(os.environ, PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1")
-    for name in ("PIP_FIND_LINKS", "PIP_CONSTRAINT", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL"):
-        env.pop(name, None)
-    return env
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "ci"))
+from torch_wheels import pypi_env  # noqa: E402  (PyPI as a user's pip sees it: none of this machine's local indexes)
 
 
 def test_no_installable_oneccl_2022_2_yet(tmp_path):
     out = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
                           "--only-binary", ":all:", "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64",
                           "--target", str(tmp_path / "t"), "oneccl-cpu>=2022.2"],
-                         env=_pypi_env(), capture_output=True, text=True, timeout=300)
+                         env=pypi_env(), capture_output=True, text=True, timeout=300)
     text = out.stdout + out.stderr
     if out.returncode == 0:
         pytest.fail("pip can now install oneccl-cpu>=2022.2 from PyPI: move the pins in ci/requirements*.txt and "
