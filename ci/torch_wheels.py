@@ -16,10 +16,13 @@ its disk, see ../shared notes) and take PyPI's files, as a user's pip does.
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -50,25 +53,34 @@ def pip(*args: str) -> subprocess.CompletedProcess:
 
 def wheel_if_downloaded(version: str, python: str) -> Path | None:
     tag = "cp" + python.replace(".", "")
-    found = sorted(DOWNLOADS.glob(f"torch-{version}-{tag}-{tag}-*.whl"))
+    # a build tag may sit between version and Python tag (PyPI's 2.10.0 is torch-2.10.0-3-cp311-cp311-...)
+    found = sorted(DOWNLOADS.glob(f"torch-{version}-*{tag}-{tag}-*.whl"))
     return found[-1] if found else None
 
 
 def wheel(version: str, python: str) -> Path | None:
-    tag = "cp" + python.replace(".", "")
     if wheel_if_downloaded(version, python):
         return wheel_if_downloaded(version, python)
     DOWNLOADS.mkdir(parents=True, exist_ok=True)
-    out = pip("download", "--quiet", "--no-deps", "--only-binary", ":all:", "--python-version", python,
-              "--platform", "manylinux_2_28_x86_64", "--dest", str(DOWNLOADS), f"torch=={version}")
-    if out.returncode != 0:
-        if "No matching distribution" in out.stderr or "from versions:" in out.stderr:
-            return None  # that release has no wheel for that Python (torch 2.15 and CPython 3.10)
-        raise SystemExit(f"torch_wheels.py: downloading torch {version} for Python {python} failed:\n{out.stderr}")
-    found = sorted(DOWNLOADS.glob(f"torch-{version}-{tag}-{tag}-*.whl"))
+    # Tests running side by side may want the same wheel: one downloads while the others wait on the lock, and the
+    # wheel appears under its name only once complete (pip writes it in place, where a glob would see it half written).
+    with open(DOWNLOADS / f".torch-{version}-{python}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if wheel_if_downloaded(version, python):
+            return wheel_if_downloaded(version, python)
+        with tempfile.TemporaryDirectory(dir=DOWNLOADS, prefix=".partial-") as partial:
+            out = pip("download", "--quiet", "--no-deps", "--only-binary", ":all:", "--python-version", python,
+                      "--platform", "manylinux_2_28_x86_64", "--dest", partial, f"torch=={version}")
+            if out.returncode != 0:
+                if "No matching distribution" in out.stderr or "from versions:" in out.stderr:
+                    return None  # that release has no wheel for that Python (torch 2.15 and CPython 3.10)
+                raise SystemExit(f"torch_wheels.py: downloading torch {version} for Python {python} failed:\n{out.stderr}")
+            for downloaded in Path(partial).glob("torch-*.whl"):
+                os.replace(downloaded, DOWNLOADS / downloaded.name)
+    found = wheel_if_downloaded(version, python)
     if not found:
-        raise SystemExit(f"torch_wheels.py: pip downloaded no torch {version} wheel for {tag} into {DOWNLOADS}")
-    return found[-1]
+        raise SystemExit(f"torch_wheels.py: pip downloaded no torch {version} wheel for Python {python} into {DOWNLOADS}")
+    return found
 
 
 def sdk(version: str) -> Path:
@@ -78,12 +90,21 @@ def sdk(version: str) -> Path:
     source = wheel(version, "3.11")  # headers and libraries are the same in every CPython's wheel
     if source is None:
         raise SystemExit(f"torch_wheels.py: PyPI has no torch {version} for Python 3.11")
-    partial = dest.with_name(dest.name + ".partial")
-    with zipfile.ZipFile(source) as archive:
-        for member in archive.namelist():
-            if SDK_MEMBERS.fullmatch(member):
-                archive.extract(member, partial)
-    partial.rename(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with open(dest.parent / f".{version}.lock", "w") as lock:  # one unpacks, the others wait and take its copy
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (dest / "torch" / "version.py").is_file():
+            partial = tempfile.mkdtemp(dir=dest.parent, prefix=".partial-")
+            os.chmod(partial, 0o755)
+            try:
+                with zipfile.ZipFile(source) as archive:
+                    for member in archive.namelist():
+                        if SDK_MEMBERS.fullmatch(member):
+                            archive.extract(member, partial)
+                shutil.rmtree(dest, ignore_errors=True)  # what an interrupted run of an older version left
+                os.rename(partial, dest)
+            finally:
+                shutil.rmtree(partial, ignore_errors=True)
     return dest
 
 
