@@ -11,6 +11,7 @@
 
 namespace ccl_torch {
 
+#if CCL_TORCH_HAS_SPLIT
 c10::intrusive_ptr<ProcessGroupCCL> ProcessGroupCCL::make_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                                                 int size,
                                                                 const c10::intrusive_ptr<c10d::Backend::Options>& opts,
@@ -48,7 +49,9 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupCCL::merge(const c10::intrusive_pt
                        size, " rank(s)");
     return make_group(store, rank, size, opts, "/merged");
 }
+#endif
 
+#if CCL_TORCH_HAS_SHRINK
 // Only the survivors call it, each with the same list; the new group meets through this group's store (torch's
 // rendezvous store outlives any rank under torchrun).
 c10::intrusive_ptr<c10d::Backend> ProcessGroupCCL::shrink(const std::vector<int64_t>& ranks_to_exclude, int shrink_flags,
@@ -72,6 +75,7 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupCCL::shrink(const std::vector<int6
     return make_group(store, new_rank, getSize() - static_cast<int>(excluded.size()), opts_override,
                       "/shrunk" + std::to_string(index));
 }
+#endif
 
 #ifdef C10D_BACKEND_HAS_RECONFIGURE
 namespace {

@@ -107,6 +107,7 @@ std::shared_ptr<ccl_core::Communicator> ProcessGroupCCL::communicator(const char
     return comm_;
 }
 
+#if CCL_TORCH_HAS_SPLIT
 c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupCCL::getBackendOptions() {
     options_->timeout = std::chrono::milliseconds(timeout_ms_.load());
     return options_;
@@ -116,6 +117,7 @@ void ProcessGroupCCL::setTimeout(std::chrono::milliseconds timeout) {
     CCL_CHECK_ARGUMENT(timeout.count() > 0, "set_timeout: the timeout must be positive, got ", timeout.count(), " ms");
     timeout_ms_ = timeout.count();
 }
+#endif
 
 c10d::ErrorType ProcessGroupCCL::getError() {
     std::shared_ptr<ccl_core::Communicator> comm;

@@ -26,6 +26,13 @@
 #include <memory>
 #include <mutex>
 
+// What a torch minor's Backend offers beyond 2.8's (CCL_TORCH_MINOR comes from meson): 2.9 brought split, merge,
+// getBackendOptions and setTimeout, 2.10 shrink. Reconfigure, hooks and windows come with torch's own macros
+// (C10D_BACKEND_HAS_*), completion hooks with 2.15. On an older torch these are absent, and torch's Python side, which
+// knows its own Backend, never asks for them.
+#define CCL_TORCH_HAS_SPLIT (CCL_TORCH_MINOR >= 9)
+#define CCL_TORCH_HAS_SHRINK (CCL_TORCH_MINOR >= 10)
+
 namespace ccl_torch {
 
 // What an op's check hands to its issue.
@@ -65,9 +72,11 @@ public:
     ~ProcessGroupCCL() override;
 
     const std::string getBackendName() const override { return "ccl"; }
+#if CCL_TORCH_HAS_SPLIT
     c10::intrusive_ptr<c10d::Backend::Options> getBackendOptions() override;
     // For ops issued from now on (torch.distributed.set_timeout); an op's own timeout still wins.
     void setTimeout(std::chrono::milliseconds timeout) override;
+#endif
     // Sequence numbers let torch's debug wrapper (TORCH_DISTRIBUTED_DEBUG=DETAIL) match ops across ranks;
     // like gloo, every group starts at 0 and counts the ops issued on it.
     void setSequenceNumberForGroup() override { seq_ = 0; }
@@ -78,15 +87,19 @@ public:
     // ---- the group's life (membership.cpp) -------------------------------------------------------------------
     // split, merge and shrink make new groups over the store torch hands them; reconfigure rebuilds this one in
     // place with the members its handles name (fault tolerance: survivors of a lost rank, a replacement rank).
+#if CCL_TORCH_HAS_SPLIT
     bool supportsSplitting() const override { return true; }
     c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
                                             const c10::intrusive_ptr<c10d::Backend::Options>& opts) override;
     c10::intrusive_ptr<c10d::Backend> merge(const c10::intrusive_ptr<c10d::Store>& store,
                                             const c10::intrusive_ptr<c10d::Backend::Options>& opts, const int& rank,
                                             const int& size) override;
+#endif
+#if CCL_TORCH_HAS_SHRINK
     bool supportsShrinking() const override { return true; }
     c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranks_to_exclude, int shrink_flags,
                                              const c10::intrusive_ptr<c10d::Backend::Options>& opts_override) override;
+#endif
 #ifdef C10D_BACKEND_HAS_RECONFIGURE
     bool supportsReconfigure() const override { return true; }
     c10d::ReconfigureHandle get_reconfigure_handle() const override { return handle_; }
@@ -242,10 +255,12 @@ private:
                                                            const std::vector<at::Tensor>& outputs);
     // Puts `comm` in place (bootstrap, reconfigure): new rank and size, a fresh sequence, the abort listener.
     void adopt(std::shared_ptr<ccl_core::Communicator> comm, int rank, int size);
+#if CCL_TORCH_HAS_SPLIT
     // A new group over `store` (split, merge, shrink), with this group's timeout unless `opts` names one.
     c10::intrusive_ptr<ProcessGroupCCL> make_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                                    const c10::intrusive_ptr<c10d::Backend::Options>& opts,
                                                    const std::string& suffix) const;
+#endif
     c10::intrusive_ptr<c10d::Work> allreduce_all(const OpSpec& spec, std::vector<at::Tensor>& tensors,
                                                  const c10d::ReduceOp& rop);
 

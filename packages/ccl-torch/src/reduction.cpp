@@ -24,7 +24,11 @@ Reduction plan_reduction(const c10d::ReduceOp& op, const at::Tensor& t, const ch
             return r;
         case R::PREMUL_SUM: {
             TORCH_CHECK_NOT_IMPLEMENTED(floating, name, ": ReduceOp.PREMUL_SUM needs a floating or complex dtype, got ", type);
+#if CCL_TORCH_MINOR >= 13
             auto* s = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
+#else  // the same factor under its older name
+            auto* s = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
+#endif
             CCL_CHECK_ARGUMENT(s != nullptr, name, ": PREMUL_SUM without a factor");
             if (s->tensor_factor.defined()) r.premul_tensor = s->tensor_factor;
             else r.premul = s->double_factor;

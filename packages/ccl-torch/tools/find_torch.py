@@ -1,5 +1,6 @@
 """find_torch.py [ROOT]: what meson needs of one torch, one item per line: include dirs (';'-separated), library
-dir, torch version, minor ("2_15", as it appears in the extension's name).
+dir, torch version, minor ("2_15", as it appears in the extension's name), and the compiler ABI tag torch's pybind11
+types are registered under ("_cxxabi1018"; "-" when its pybind11 does not name one).
 
 ROOT is a directory holding the `torch` package: a site-packages, or a torch wheel unpacked by ci/wheels (only its
 headers and libraries are needed). Without ROOT, the torch the building Python would import. torch is never
@@ -19,7 +20,7 @@ def torch_dir(root: str | None) -> Path:
     else:
         spec = importlib.util.find_spec("torch")
         if spec is None or not spec.submodule_search_locations:
-            raise SystemExit("ccl-torch: torch is not installed for this Python; install torch 2.13-2.15 first, "
+            raise SystemExit("ccl-torch: torch is not installed for this Python; install torch 2.8-2.15 first, "
                              "then build with --no-build-isolation")
         found = Path(next(iter(spec.submodule_search_locations)))
     if not (found / "version.py").is_file() or not (found / "include" / "torch").is_dir():
@@ -36,6 +37,18 @@ def version_of(torch: Path) -> str:
     raise SystemExit(f"ccl-torch: no __version__ in {torch / 'version.py'}")
 
 
+def pybind11_build_abi(torch: Path) -> str:
+    """pybind11 before 3.0 (torch 2.8's) keeps its types in a registry whose name carries the compiler's ABI version
+    (__GXX_ABI_VERSION): an extension built by another GCC would not find c10d::Backend there. torch names the
+    registry in libtorch_python.so; the extension is compiled to use the same name, as torch's cpp_extension does."""
+    library = torch / "lib" / "libtorch_python.so"
+    if library.is_file():
+        found = re.search(rb"__pybind11_internals_v\d+_\w*?(_cxxabi\d+)__", library.read_bytes())
+        if found:
+            return found.group(1).decode()
+    return "-"
+
+
 def main() -> None:
     torch = torch_dir(sys.argv[1] if len(sys.argv) > 1 else None)
     version = version_of(torch)
@@ -47,6 +60,7 @@ def main() -> None:
     print(torch / "lib")
     print(version)
     print(f"{match.group(1)}_{match.group(2)}")
+    print(pybind11_build_abi(torch))
 
 
 if __name__ == "__main__":
