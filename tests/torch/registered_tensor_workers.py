@@ -3,6 +3,8 @@ op x dtype on registered, mixed and ordinary tensors against gloo, and FSDP2 wit
 import torch
 import torch.distributed as dist
 
+from pg import gloo_reduce_scatter_ignores_op
+
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int32, torch.int64, torch.uint8]
 SIZES = [1, 37, 70_000]  # 70_000 fp32: several of the copying path's 1 MiB segments
 
@@ -66,7 +68,12 @@ def every_op(rank, size, mode):
                 on_registered(f"reduce_scatter_tensor {n} {dtype} {op}", dist.reduce_scatter_tensor, got,
                               _tensor(big, mine), op=op)
                 dist.reduce_scatter_tensor(plain, big.clone(), op=op)
-                dist.reduce_scatter_tensor(ref, big.clone(), op=op, group=gloo)
+                if gloo_reduce_scatter_ignores_op():  # gloo's all_reduce, then this rank's part
+                    whole = big.clone()
+                    dist.all_reduce(whole, op=op, group=gloo)
+                    ref = whole[rank * n:(rank + 1) * n].clone()
+                else:
+                    dist.reduce_scatter_tensor(ref, big.clone(), op=op, group=gloo)
                 check(f"reduce_scatter_tensor {n} {dtype} {op}", got, plain,
                       ref if exact or op == dist.ReduceOp.MAX else None)
             x = _values(rank, n, dtype, i)
@@ -100,10 +107,11 @@ def fsdp_steps(rank, size, backend, from_group):
         if isinstance(layer, torch.nn.Linear):
             fully_shard(layer, mesh=mesh)
     fully_shard(model, mesh=mesh)
-    if from_group:  # per FSDP module: each sets it for its own parameter group
-        for module in model.modules():
-            if hasattr(module, "set_allocate_memory_from_process_group_for_comm"):
-                module.set_allocate_memory_from_process_group_for_comm(True)
+    for module in model.modules():
+        if from_group and hasattr(module, "set_allocate_memory_from_process_group_for_comm"):
+            module.set_allocate_memory_from_process_group_for_comm(True)  # per FSDP module: its own parameter group
+        if gloo_reduce_scatter_ignores_op() and hasattr(module, "set_force_sum_reduction_for_comms"):
+            module.set_force_sum_reduction_for_comms(True)  # SUM, not AVG, on both backends: gloo got AVG wrong
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     losses = []
     for step in range(4):

@@ -3,6 +3,8 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
+from pg import gloo_reduce_scatter_ignores_op
+
 
 def _model():
     torch.manual_seed(0)
@@ -55,6 +57,9 @@ def fsdp2_matches_gloo(rank, size, prefetch=False):
         for layer in layers:
             fully_shard(layer, mesh=mesh)
         fully_shard(model, mesh=mesh)
+        if gloo_reduce_scatter_ignores_op():  # SUM, not AVG, on both backends: gloo got AVG wrong
+            for module in layers + [model]:
+                module.set_force_sum_reduction_for_comms(True)
         if prefetch:
             for module in layers + [model]:
                 module._set_unshard_async_op(True)
