@@ -34,8 +34,8 @@ CONDA_FORGE = {
     "impi-devel": {"2021.16.0", "2021.17.0", "2021.17.2", "2021.18.0"},
     "intel-sycl-rt": {"2025.2.0", "2025.3.1", "2025.3.2"},
 }
-# conda-forge's pytorch at that lookup: 2.10-2.12 (newest release 2.12.1), none of the minors ccl-torch supports; the
-# variants follow ccl-torch (below), and ci/build-conda can build them once conda-forge has them.
+# conda-forge's pytorch at that lookup: 2.8.0, 2.9.1, 2.10.0, 2.11.0, 2.12.0, 2.12.1; the variants follow ccl-torch
+# (below): ci/build-conda builds 2.8-2.12 against conda-forge's, 2.13-2.15 once conda-forge has them.
 
 
 def supported_torch_minors(root: Path) -> list[str]:

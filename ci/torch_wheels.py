@@ -1,12 +1,14 @@
 """PyPI's torch wheels for the release matrix, shared by ci/wheels (to compile against) and tests/wheels (to test with).
 
     torch_wheels.py releases                 the torch releases of ci/torch-releases.txt
-    torch_wheels.py wheel VERSION PYTHON     download PyPI's torch VERSION for PYTHON ("3.12"); print its path, or
+    torch_wheels.py available VERSION PYTHON print "yes" when PyPI has torch VERSION for PYTHON ("3.12"), else "no"
+    torch_wheels.py wheel VERSION PYTHON     download PyPI's torch VERSION for PYTHON; print its path, or
                                              nothing when PyPI has no wheel of that release for that Python
     torch_wheels.py sdk VERSION              torch VERSION's headers and the libraries ccl-torch links, unpacked into
                                              build/wheels/torch-sdk/VERSION (a directory holding `torch`); print it
-    torch_wheels.py cuda-libs                the CUDA libraries (nvidia-* wheels) the releases need,
-                                             installed once into build/wheels/cuda-libs; print the directory
+    torch_wheels.py cuda-libs [VERSION]      the CUDA libraries (nvidia-* wheels) torch VERSION (default: the newest)
+                                             needs, shared by the releases of its CUDA major and installed once into
+                                             build/wheels/cuda-libs-cuMAJOR; print the directory
     torch_wheels.py requirements WHEEL       the wheel's dependencies other than CUDA's libraries and triton
 
 Everything lands in build/wheels and is reused. PyPI's Linux torch is the CUDA build, what `pip install torch` gives;
@@ -49,6 +51,24 @@ def pypi_env() -> dict:
 
 def pip(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pip", *args], env=pypi_env(), capture_output=True, text=True)
+
+
+def available(version: str, python: str) -> bool:
+    """Whether PyPI has a manylinux_2_28 x86-64 torch VERSION wheel for PYTHON ("3.12"), asked of the index without
+    downloading anything (torch 2.15 has none for CPython 3.10). The answer per Python is kept for the run."""
+    if wheel_if_downloaded(version, python):
+        return True
+    listing = WORK / f"pypi-torch-{python}.txt"
+    if not listing.is_file():
+        out = pip("index", "versions", "torch", "--only-binary", ":all:", "--python-version", python,
+                  "--platform", "manylinux_2_28_x86_64")
+        found = re.search(r"Available versions: (.*)", out.stdout)
+        if out.returncode != 0 or not found:
+            raise SystemExit(f"torch_wheels.py: asking PyPI for torch's releases for Python {python} failed:\n"
+                             f"{out.stdout}{out.stderr}")
+        WORK.mkdir(parents=True, exist_ok=True)
+        listing.write_text("\n".join(v.strip() for v in found.group(1).split(",")) + "\n")
+    return version in listing.read_text().split()
 
 
 def wheel_if_downloaded(version: str, python: str) -> Path | None:
@@ -125,27 +145,54 @@ def plain_requirements(wheel_file: Path) -> list[str]:
     return [r for r in requirements_of(wheel_file) if not is_cuda(r)]
 
 
-def cuda_libs() -> Path:
-    """The CUDA libraries every release of the matrix needs, installed once for every Python: each nvidia-* package
-    at the newest release's pin, cuda-toolkit with the union of the releases' extras (torch 2.13 loads libcurand,
-    which 2.15 no longer asks for). CUDA's runtime libraries load for older torch releases of the same CUDA major."""
-    dest = WORK / "cuda-libs"
+def cuda_major(wheel_file: Path) -> str:
+    """The CUDA major a torch wheel was built for: 12 (nvidia-*-cu12 packages, torch 2.8-2.10) or 13 (cuda-toolkit
+    13, torch 2.11 on)."""
+    majors = set()
+    for requirement in requirements_of(wheel_file):
+        m = re.match(r"nvidia-[\w-]*-cu(\d+)\b", requirement) or re.match(r"cuda-toolkit\S*==(\d+)", requirement)
+        if m:
+            majors.add(int(m.group(1)))
+    if not majors:
+        raise SystemExit(f"torch_wheels.py: {wheel_file.name} names no CUDA libraries")
+    return str(max(majors))
+
+
+def cuda_libs(release: str | None = None) -> Path:
+    """The CUDA libraries of RELEASE's CUDA major (default: the newest release's), installed once for every Python
+    into build/wheels/cuda-libs-cuMAJOR: each nvidia-* package at the newest pin among that major's releases,
+    cuda-toolkit with the union of their extras (torch 2.13 loads libcurand, which 2.15 no longer asks for). CUDA's
+    runtime libraries load for older torch releases of the same CUDA major."""
+    release = release or releases()[-1]
+    major = cuda_major(wheel(release, "3.11"))
+    dest = WORK / f"cuda-libs-cu{major}"
     wanted: dict[str, tuple[set[str], str]] = {}  # name -> (extras, version specifier)
-    for release in releases():  # oldest first: a newer release's pin replaces an older one's
-        for requirement in requirements_of(wheel(release, "3.11")):
+    for other in releases():  # oldest first: a newer release's pin replaces an older one's
+        if cuda_major(wheel(other, "3.11")) != major:
+            continue
+        named = set()
+        for requirement in requirements_of(wheel(other, "3.11")):
             m = re.match(r"(nvidia-[\w-]+|cuda-toolkit)(?:\[([^\]]*)\])?\s*([^;]*)", requirement)
             if m:
                 extras = set(filter(None, (m.group(2) or "").split(",")))
                 wanted[m.group(1)] = (wanted.get(m.group(1), (set(), ""))[0] | extras, m.group(3).strip())
+                named.add(m.group(1))
+        # what an older release pinned itself and a newer one takes through cuda-toolkit (2.12's nvidia-cublas):
+        # that newer pin decides its version
+        wanted = {name: (extras, spec if name in named else "") for name, (extras, spec) in wanted.items()}
     requirements = sorted(f"{name}[{','.join(sorted(extras))}]{spec}" if extras else f"{name}{spec}"
                           for name, (extras, spec) in wanted.items())
     stamp = dest / ".requirements"
     if stamp.is_file() and stamp.read_text() == "\n".join(requirements):
         return dest
-    out = pip("install", "--quiet", "--only-binary", ":all:", "--target", str(dest), "--upgrade", *requirements)
-    if out.returncode != 0:
-        raise SystemExit(f"torch_wheels.py: installing {requirements} failed:\n{out.stderr}")
-    stamp.write_text("\n".join(requirements))
+    with open(WORK / f".cuda-libs-cu{major}.lock", "w") as lock:  # tests side by side: one installs, others wait
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if stamp.is_file() and stamp.read_text() == "\n".join(requirements):
+            return dest
+        out = pip("install", "--quiet", "--only-binary", ":all:", "--target", str(dest), "--upgrade", *requirements)
+        if out.returncode != 0:
+            raise SystemExit(f"torch_wheels.py: installing {requirements} failed:\n{out.stderr}")
+        stamp.write_text("\n".join(requirements))
     return dest
 
 
@@ -153,6 +200,8 @@ def main(argv: list[str]) -> None:
     command, args = argv[0], argv[1:]
     if command == "releases":
         print("\n".join(releases()))
+    elif command == "available":
+        print("yes" if available(*args) else "no")
     elif command == "wheel":
         found = wheel(*args)
         if found:
@@ -160,9 +209,10 @@ def main(argv: list[str]) -> None:
     elif command == "sdk":
         print(sdk(*args))
     elif command == "cuda-libs":
-        print(cuda_libs())
+        print(cuda_libs(*args))
     elif command == "requirements":
-        print(" ".join(plain_requirements(Path(args[0]))))
+        # one word each, for a shell's word splitting (2.8's METADATA writes "typing-extensions >= 4.10.0")
+        print(" ".join("".join(r.split()) for r in plain_requirements(Path(args[0]))))
     else:
         raise SystemExit(__doc__)
 
