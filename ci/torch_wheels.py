@@ -67,7 +67,9 @@ def available(version: str, python: str) -> bool:
             raise SystemExit(f"torch_wheels.py: asking PyPI for torch's releases for Python {python} failed:\n"
                              f"{out.stdout}{out.stderr}")
         WORK.mkdir(parents=True, exist_ok=True)
-        listing.write_text("\n".join(v.strip() for v in found.group(1).split(",")) + "\n")
+        partial = listing.with_name(f".{listing.name}.{os.getpid()}")  # whole or absent for a reader beside it
+        partial.write_text("\n".join(v.strip() for v in found.group(1).split(",")) + "\n")
+        os.replace(partial, listing)
     return version in listing.read_text().split()
 
 
