@@ -2,13 +2,17 @@
 set to `false`, dependencies from the package index as binaries, our packages only from dist/."""
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 from ranks import clean_env
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "ci"))
+import torch_wheels  # noqa: E402
 DIST = ROOT / "dist"
 REQUIREMENTS = (ROOT / "ci" / "requirements.txt").read_text()
 
@@ -58,3 +62,34 @@ def torch_record(python: Path) -> str:
     """The installed torch exactly: its version and the RECORD of every file pip installed for it."""
     return ok(run(python, "-c", "from importlib.metadata import distribution as d; t = d('torch'); "
                                 "print(t.version); print(t.read_text('RECORD'))"))
+
+
+def install_torch_wheel(python: Path, torch_wheel: Path) -> str:
+    """PyPI's torch wheel as downloaded, without its dependencies. No pip configuration: this machine's (system-wide,
+    which --isolated still reads) caps torch at the releases on its disk. No bytecode up front (the test's set-up,
+    not what it tests: it halves the install)."""
+    return ok(run(python, "-m", "pip", "install", "--no-deps", "--no-compile", torch_wheel,
+                  PIP_CONFIG_FILE=os.devnull))
+
+
+def install_pypi_torch(python: Path, release: str, version: str) -> None:
+    """PyPI's torch RELEASE for Python VERSION, usable: its wheel, its plain dependencies, and the CUDA libraries of
+    its CUDA major through a .pth file (one shared copy: the same files for every CPython)."""
+    torch_wheel = torch_wheels.wheel(release, version)
+    install_torch_wheel(python, torch_wheel)
+    ok(run(python, "-m", "pip", "install", "--only-binary", ":all:", "--no-compile",
+           *torch_wheels.plain_requirements(torch_wheel)))
+    (site_packages(python) / "cuda-libs.pth").write_text(str(torch_wheels.cuda_libs(release)) + "\n")
+
+
+def run_all_reduce(python: Path, cwd: Path) -> str:
+    """all_reduce_job.py on 2 ranks with the venv's Python; rank 0's output."""
+    port = ok(run(python, "-c", "from ccl_core import free_port; print(free_port())")).strip()
+    env = dict(user_env(), MASTER_ADDR="127.0.0.1", MASTER_PORT=port, WORLD_SIZE="2")
+    ranks = [subprocess.Popen([str(python), str(Path(__file__).with_name("all_reduce_job.py"))], cwd=cwd,
+                              env=dict(env, RANK=str(r)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for r in range(2)]
+    outs = [r.communicate(timeout=300) for r in ranks]
+    for r, (out, err) in zip(ranks, outs):
+        assert r.returncode == 0, f"rank {ranks.index(r)}:\n{out}\n{err[-3000:]}"
+    return outs[0][0]

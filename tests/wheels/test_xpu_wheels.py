@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from clean_venvs import DIST, new_venv, ok, pin, run, site_packages, torch_record, user_env
+from clean_venvs import (DIST, install_pypi_torch, new_venv, ok, pin, run, run_all_reduce, site_packages, torch_record,
+                         torch_wheels, user_env)
 
 ROOT = Path(__file__).resolve().parents[2]
 XPU_DIST = DIST / "xpu"
@@ -66,3 +67,21 @@ def test_pip_install_ccl_xpu_gives_a_set_whose_device_collectives_run(tmp_path):
         assert result["plugins"] == {"xpu": f"ccl-xpu {have['ccl-xpu']}"} and result["devices"] == ["cpu", "xpu"], \
             (r, result)
         assert result["cpu_all_reduce_right"], (r, result)
+
+
+def test_the_torch_plugin_loads_with_the_oldest_torch_too(tmp_path):
+    """ccl-xpu carries its torch plugin for every torch minor ccl-torch has. Beside PyPI's torch 2.8 (the oldest;
+    the test above has 2.13+cpu), `pip install ccl-xpu[torch]` keeps torch, the plugin gives the backend its xpu
+    device, and 2 ranks all_reduce on the XPU set's oneCCL."""
+    release = torch_wheels.releases()[0]
+    python = new_venv(sys.executable, tmp_path / "venv")
+    install_pypi_torch(python, release, "3.11")
+    before = torch_record(python)
+    out = ok(run(python, "-m", "pip", "install", "--find-links", XPU_DIST, "--find-links", DIST, "--only-binary",
+                 ":all:", "--no-compile", "ccl-xpu[torch]"))
+    assert torch_record(python) == before, f"pip install ccl-xpu changed torch:\n{out}"
+    plugins = ok(run(python, "-W", "error::RuntimeWarning", "-c",
+                     "import oneccl_bindings_for_pytorch as b; print(b.device_plugins(), b._C.__name__)"))
+    minor = "_".join(release.split(".")[:2])
+    assert "{'xpu': 'ccl-xpu " in plugins and plugins.strip().endswith(f"_C_torch{minor}"), plugins
+    assert f"torch {release}" in run_all_reduce(python, tmp_path)

@@ -1,4 +1,4 @@
-// ccl_xpu._torch_plugin: the `xpu` device of ccl-torch's `ccl` backend (ccl_torch/device_plugin.hpp).
+// ccl_xpu._torch_plugin_2_X: the `xpu` device of ccl-torch's `ccl` backend (ccl_torch/device_plugin.hpp).
 // Links no XPU library of torch (the CPU wheel has none, and a plugin linking them could not load there): the
 // current XPU stream's queue and the availability check come from Python (torch.xpu), under the GIL.
 #include <ccl_torch/device_plugin.hpp>
@@ -53,7 +53,8 @@ private:
 
 }  // namespace
 
-PYBIND11_MODULE(_torch_plugin, m) {
+// Named for its torch minor (CCL_XPU_PLUGIN_MODULE, e.g. _torch_plugin_2_15: meson.build).
+PYBIND11_MODULE(CCL_XPU_PLUGIN_MODULE, m) {
     m.doc() = "The xpu device plugin of the ccl backend (see ccl_xpu.torch_plugin)";
     m.def("capsule", [](const std::string& version) {
         auto* plugin = new std::shared_ptr<ccl_torch::DevicePlugin>(std::make_shared<XpuPlugin>(version));

@@ -1,5 +1,5 @@
 """The `xpu` device of the `ccl` backend. ccl-torch calls register() at import time through the entry point
-`oneccl_bindings_for_pytorch.device_plugins: xpu`; the C++ side (_torch_plugin) calls back into the helpers below
+`oneccl_bindings_for_pytorch.device_plugins: xpu`; the C++ side (_torch_plugin_2_X, one per torch minor) calls back into the helpers below
 for what only torch's Python API offers on a CPU-only torch build (no libc10_xpu to link against)."""
 from __future__ import annotations
 
@@ -7,11 +7,21 @@ import ccl_xpu
 
 
 def register() -> None:
+    import importlib
+    import pkgutil
+
     from oneccl_bindings_for_pytorch import _C
 
-    from . import _torch_plugin
-
-    _C._register_device_plugin("xpu", _torch_plugin.capsule(ccl_xpu.__version__))
+    # the plugin compiled for the torch minor ccl-torch runs on (its extension is _C_torch2_15 for torch 2.15)
+    minor = _C.__name__.rsplit("_C_torch", 1)[1]
+    built = sorted((m.name.removeprefix("_torch_plugin_") for m in pkgutil.iter_modules(ccl_xpu.__path__)
+                    if m.name.startswith("_torch_plugin_")), key=lambda m: tuple(map(int, m.split("_"))))
+    if minor not in built:
+        raise ImportError(f"ccl-xpu {ccl_xpu.__version__} has its torch plugin for torch "
+                          f"{', '.join(b.replace('_', '.') for b in built) or 'no release'}, not for the installed "
+                          f"torch {minor.replace('_', '.')}: the xpu device of the ccl backend is unavailable")
+    plugin = importlib.import_module(f"._torch_plugin_{minor}", __package__)
+    _C._register_device_plugin("xpu", plugin.capsule(ccl_xpu.__version__))
     warn_about_unsupported_options()
 
 
