@@ -17,6 +17,14 @@ for dtype in (torch.float32, torch.bfloat16, torch.int64):
     assert torch.equal(t, want), f"{dtype}: {t[:5]} != {want[:5]}"
 work = dist.all_reduce(torch.ones(1 << 20), async_op=True)
 work.wait()
+# MAX through reduce_scatter (torch 2.8's gloo got it wrong: ours must not), and the registered op, whose
+# registrations live in the backend library every torch's extension links whole
+part = torch.empty(4)
+dist.reduce_scatter_tensor(part, torch.arange(8.0) * (1 - 2 * rank), op=dist.ReduceOp.MAX)
+assert part.tolist() == [4.0 * rank + i for i in range(4)], part  # rank 0's values are the larger
+t = torch.full((3,), float(rank + 1))
+torch.ops.ccl.all_reduce_(t, dist.group.WORLD.group_name, "max")
+assert t.tolist() == [float(size)] * 3, t
 
 # An error kept and raised again: the timeout travels as a std::exception_ptr, copied and released across threads
 # (what the manylinux build's libstdc++ shim provides, ci/manylinux/libstdcxx_compat.cpp)
