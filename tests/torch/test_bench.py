@@ -123,3 +123,13 @@ def test_a_flip_at_a_near_tie_is_rounding_and_a_wrong_sum_is_not():
     wrong = reference.clone()
     wrong[top2[1]] += 1.0  # a flip no rounding explains
     assert not near_tie(reference, wrong, torch.bfloat16)
+
+
+def test_plot_without_matplotlib_is_refused_before_any_rank_runs(tmp_path):
+    """--plot without matplotlib used to fail on rank 0 after the whole sweep, leaving the others in a barrier."""
+    code = ("import sys; sys.modules['matplotlib'] = None\n"  # as if not installed
+            "from ccl_bench.cli import main; main(['-n', '2', '--ops', 'all_reduce', '--plot', 'out.png'])")
+    out = subprocess.run([sys.executable, "-c", code], env=clean_env(), cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode != 0 and "--plot needs matplotlib" in out.stderr, out.stderr
+    assert "[ccl-bench] [" not in out.stderr and not (tmp_path / "out.png").exists(), out.stderr  # no rank ran

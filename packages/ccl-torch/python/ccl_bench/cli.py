@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import os
 import subprocess
 import sys
@@ -111,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    if args.plot and importlib.util.find_spec("matplotlib") is None:  # said before the run, not after it
+        raise SystemExit("ccl-bench: --plot needs matplotlib (not installed); pip install matplotlib")
     from ccl_core import detect_launch
 
     if detect_launch() is None:
