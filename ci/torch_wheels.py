@@ -81,15 +81,15 @@ def wheel_if_downloaded(version: str, python: str) -> Path | None:
 
 
 def wheel(version: str, python: str) -> Path | None:
-    if wheel_if_downloaded(version, python):
-        return wheel_if_downloaded(version, python)
+    if found := wheel_if_downloaded(version, python):
+        return found
     DOWNLOADS.mkdir(parents=True, exist_ok=True)
     # Tests running side by side may want the same wheel: one downloads while the others wait on the lock, and the
     # wheel appears under its name only once complete (pip writes it in place, where a glob would see it half written).
     with open(DOWNLOADS / f".torch-{version}-{python}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if wheel_if_downloaded(version, python):
-            return wheel_if_downloaded(version, python)
+        if found := wheel_if_downloaded(version, python):  # downloaded meanwhile by the lock's holder
+            return found
         with tempfile.TemporaryDirectory(dir=DOWNLOADS, prefix=".partial-") as partial:
             out = pip("download", "--quiet", "--no-deps", "--only-binary", ":all:", "--python-version", python,
                       "--platform", "manylinux_2_28_x86_64", "--dest", partial, f"torch=={version}")
