@@ -4,17 +4,25 @@
     torch_wheels.py available VERSION PYTHON print "yes" when PyPI has torch VERSION for PYTHON ("3.12"), else "no"
     torch_wheels.py wheel VERSION PYTHON     download PyPI's torch VERSION for PYTHON; print its path, or
                                              nothing when PyPI has no wheel of that release for that Python
-    torch_wheels.py sdk VERSION              torch VERSION's headers and the libraries ccl-torch links, unpacked into
-                                             build/wheels/torch-sdk/VERSION (a directory holding `torch`); print it
+    torch_wheels.py install-args VERSION PYTHON
+                                             pip's arguments (one a line) that install torch VERSION for PYTHON
+                                             without its dependencies: the kept download or straight from PyPI
+    torch_wheels.py sdk VERSION              torch VERSION's headers, link stubs of the libraries ccl-torch links and
+                                             the wheel's METADATA, unpacked into build/wheels/torch-sdk/VERSION (a
+                                             directory holding `torch`); print it
     torch_wheels.py cuda-libs [VERSION]      the CUDA libraries (nvidia-* wheels) torch VERSION (default: the newest)
                                              needs, shared by the releases of its CUDA major and installed once into
                                              build/wheels/cuda-libs-cuMAJOR; print the directory
-    torch_wheels.py requirements WHEEL       the wheel's dependencies other than CUDA's libraries and triton
+    torch_wheels.py requirements VERSION     torch VERSION's dependencies other than CUDA's libraries and triton
 
 Everything lands in build/wheels and is reused. PyPI's Linux torch is the CUDA build, what `pip install torch` gives;
 it imports only beside its nvidia-* wheels (about 3 GB), which are the same for every CPython, so the test venvs share
 one copy through a .pth file. Downloads bypass this machine's pip configuration (it caps torch at the releases on
 its disk, see ../shared notes) and take PyPI's files, as a user's pip does.
+
+The downloaded wheels are kept for the next run (0.5-0.9 GB each, ~9 GB for the matrix). CCL_KEEP_TORCH_WHEELS=0
+(CI's one run on a fresh clone) keeps none: each user of a wheel downloads it for itself and drops it, and torch's
+dependencies are read from the METADATA kept with its headers (`sdk`).
 """
 from __future__ import annotations
 
@@ -33,8 +41,14 @@ WORK = ROOT / "build" / "wheels"
 DOWNLOADS = WORK / "downloads"
 RELEASES = ROOT / "ci" / "torch-releases.txt"
 
-# what ccl-torch compiles and links against; the rest of the wheel (CUDA kernels, Python code) is not needed
-SDK_MEMBERS = re.compile(r"torch/(include/.*|version\.py|lib/lib(c10|torch|torch_cpu|torch_python)\.so)")
+# what ccl-torch compiles and links against, and the wheel's METADATA (its dependencies); the rest of the wheel (CUDA
+# kernels, Python code) is not needed
+SDK_MEMBERS = re.compile(r"torch/(include/.*|version\.py|lib/lib(c10|torch|torch_cpu|torch_python)\.so)"
+                         r"|torch-[^/]*\.dist-info/METADATA")
+
+
+def keep_downloads() -> bool:
+    return os.environ.get("CCL_KEEP_TORCH_WHEELS", "1") != "0"
 
 
 def releases() -> list[str]:
@@ -91,38 +105,64 @@ def wheel(version: str, python: str) -> Path | None:
         if found := wheel_if_downloaded(version, python):  # downloaded meanwhile by the lock's holder
             return found
         with tempfile.TemporaryDirectory(dir=DOWNLOADS, prefix=".partial-") as partial:
-            out = pip("download", "--quiet", "--no-deps", "--only-binary", ":all:", "--python-version", python,
-                      "--platform", "manylinux_2_28_x86_64", "--dest", partial, f"torch=={version}")
-            if out.returncode != 0:
-                if "No matching distribution" in out.stderr or "from versions:" in out.stderr:
-                    return None  # that release has no wheel for that Python (torch 2.15 and CPython 3.10)
-                raise SystemExit(f"torch_wheels.py: downloading torch {version} for Python {python} failed:\n{out.stderr}")
-            for downloaded in Path(partial).glob("torch-*.whl"):
-                os.replace(downloaded, DOWNLOADS / downloaded.name)
-    found = wheel_if_downloaded(version, python)
-    if not found:
-        raise SystemExit(f"torch_wheels.py: pip downloaded no torch {version} wheel for Python {python} into {DOWNLOADS}")
-    return found
+            downloaded = download_into(Path(partial), version, python)
+            if downloaded is None:
+                return None
+            os.replace(downloaded, DOWNLOADS / downloaded.name)
+    return wheel_if_downloaded(version, python)
+
+
+def download_into(directory: Path, version: str, python: str) -> Path | None:
+    """PyPI's torch VERSION for PYTHON downloaded into DIRECTORY; None when PyPI has no wheel of that release for that
+    Python (torch 2.15 and CPython 3.10)."""
+    out = pip("download", "--quiet", "--no-deps", "--only-binary", ":all:", "--python-version", python,
+              "--platform", "manylinux_2_28_x86_64", "--dest", str(directory), f"torch=={version}")
+    if out.returncode != 0:
+        if "No matching distribution" in out.stderr or "from versions:" in out.stderr:
+            return None
+        raise SystemExit(f"torch_wheels.py: downloading torch {version} for Python {python} failed:\n{out.stderr}")
+    found = list(directory.glob("torch-*.whl"))
+    if len(found) != 1:
+        raise SystemExit(f"torch_wheels.py: pip downloaded {len(found)} torch {version} wheels for Python {python}")
+    return found[0]
+
+
+def install_args(version: str, python: str) -> list[str]:
+    """pip's arguments that install PyPI's torch VERSION for PYTHON without its dependencies: from the kept download,
+    or with downloads not kept, from PyPI straight into the environment (pip drops its copy)."""
+    if not keep_downloads():
+        return ["install", "--no-deps", "--only-binary", ":all:", "--no-cache-dir", f"torch=={version}"]
+    found = wheel(version, python)
+    if found is None:
+        raise SystemExit(f"torch_wheels.py: PyPI has no torch {version} for Python {python}")
+    return ["install", "--no-deps", str(found)]
 
 
 def sdk(version: str) -> Path:
     dest = WORK / "torch-sdk" / version
-    if (dest / "torch" / "version.py").is_file():
+    if (dest / "METADATA").is_file():  # (a copy of an older layout lacks it and is unpacked again)
         return dest
-    source = wheel(version, "3.11")  # headers and libraries are the same in every CPython's wheel
-    if source is None:
-        raise SystemExit(f"torch_wheels.py: PyPI has no torch {version} for Python 3.11")
     dest.parent.mkdir(parents=True, exist_ok=True)
     with open(dest.parent / f".{version}.lock", "w") as lock:  # one unpacks, the others wait and take its copy
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (dest / "torch" / "version.py").is_file():
+        if not (dest / "METADATA").is_file():
             partial = tempfile.mkdtemp(dir=dest.parent, prefix=".partial-")
             os.chmod(partial, 0o755)
             try:
+                # headers and libraries are the same in every CPython's wheel
+                source = wheel(version, "3.11") if keep_downloads() else download_into(Path(partial), version, "3.11")
+                if source is None:
+                    raise SystemExit(f"torch_wheels.py: PyPI has no torch {version} for Python 3.11")
                 with zipfile.ZipFile(source) as archive:
                     for member in archive.namelist():
                         if SDK_MEMBERS.fullmatch(member):
                             archive.extract(member, partial)
+                link_stub(Path(partial) / "torch" / "lib" / "libtorch_cpu.so")
+                if source.parent == Path(partial):
+                    source.unlink()
+                for metadata in Path(partial).glob("torch-*.dist-info/METADATA"):
+                    os.rename(metadata, Path(partial) / "METADATA")
+                    metadata.parent.rmdir()
                 shutil.rmtree(dest, ignore_errors=True)  # what an interrupted run of an older version left
                 os.rename(partial, dest)
             finally:
@@ -130,10 +170,51 @@ def sdk(version: str) -> Path:
     return dest
 
 
-def requirements_of(wheel_file: Path) -> list[str]:
-    with zipfile.ZipFile(wheel_file) as archive:
-        metadata = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
-        lines = archive.read(metadata).decode().splitlines()
+def link_stub(library: Path) -> None:
+    """Replace LIBRARY by a stub that serves the linker as well: the same soname and exported symbols (name, type,
+    binding, object size) and no code. Linking only reads those, and libtorch_cpu.so is ~450 MB of kernels per release
+    (9 releases: 4 GB of CI's disk). What a built extension asks of torch is checked where it loads: every wheel test
+    imports it beside PyPI's real torch."""
+    from elftools.elf.elffile import ELFFile  # auditwheel's dependency, in ci/requirements.txt
+
+    lines = []
+    with open(library, "rb") as f:
+        elf = ELFFile(f)
+        soname = next(t.soname for t in elf.get_section_by_name(".dynamic").iter_tags() if t.entry.d_tag == "DT_SONAME")
+        for symbol in elf.get_section_by_name(".dynsym").iter_symbols():
+            kind, bind = symbol["st_info"]["type"], symbol["st_info"]["bind"]
+            if symbol["st_shndx"] == "SHN_UNDEF" or not symbol.name:
+                continue
+            if symbol["st_other"]["visibility"] != "STV_DEFAULT" or bind not in ("STB_GLOBAL", "STB_WEAK", "STB_LOOS"):
+                raise SystemExit(f"torch_wheels.py: {library.name}: no stub for {symbol.name} ({bind}, "
+                                 f"{symbol['st_other']['visibility']})")
+            name, size = f'"{symbol.name}"', symbol["st_size"]
+            binding = ".weak" if bind == "STB_WEAK" else ".globl"  # STB_LOOS is GNU's unique binding
+            if kind in ("STT_FUNC", "STT_LOOS", "STT_NOTYPE"):  # STT_LOOS: an ifunc, a function to its callers
+                section, type_ = ".text", "" if kind == "STT_NOTYPE" else "@function"
+            elif kind == "STT_OBJECT":
+                section, type_ = ".bss", "@gnu_unique_object" if bind == "STB_LOOS" else "@object"
+            elif kind == "STT_TLS":
+                section, type_ = '.tbss,"awT",@nobits', "@tls_object"
+            else:
+                raise SystemExit(f"torch_wheels.py: {library.name}: no stub for {symbol.name} ({kind})")
+            lines += [f".section {section}", f"{binding} {name}"]
+            lines += [f".type {name}, {type_}"] if type_ else []
+            lines += [f".size {name}, {size}", f"{name}:"]
+            lines += [] if section == ".text" else [f".zero {max(size, 1)}"]  # bss and tbss: sizes cost no bytes
+    with tempfile.TemporaryDirectory(dir=library.parent) as work:
+        source = Path(work) / "stub.s"
+        source.write_text("\n".join(lines) + "\n")
+        out = subprocess.run(["cc", "-shared", "-nostdlib", "-s", f"-Wl,-soname,{soname}", "-o", Path(work) / "stub.so",
+                              source], capture_output=True, text=True)
+        if out.returncode != 0:
+            raise SystemExit(f"torch_wheels.py: the link stub of {library.name} failed:\n{out.stderr[-3000:]}")
+        os.replace(Path(work) / "stub.so", library)
+
+
+def requirements_of(version: str) -> list[str]:
+    """torch VERSION's Requires-Dist (its Linux x86-64 wheels all name the same), extras left out."""
+    lines = (sdk(version) / "METADATA").read_text().splitlines()
     return [line.split(":", 1)[1].strip() for line in lines
             if line.startswith("Requires-Dist:") and "extra ==" not in line]
 
@@ -142,21 +223,21 @@ def is_cuda(requirement: str) -> bool:
     return re.match(r"(nvidia|cuda|triton)", requirement) is not None
 
 
-def plain_requirements(wheel_file: Path) -> list[str]:
+def plain_requirements(version: str) -> list[str]:
     """torch's dependencies other than CUDA's libraries and triton (pure Python: sympy, networkx, ...)."""
-    return [r for r in requirements_of(wheel_file) if not is_cuda(r)]
+    return [r for r in requirements_of(version) if not is_cuda(r)]
 
 
-def cuda_major(wheel_file: Path) -> str:
-    """The CUDA major a torch wheel was built for: 12 (nvidia-*-cu12 packages, torch 2.8-2.10) or 13 (cuda-toolkit
+def cuda_major(version: str) -> str:
+    """The CUDA major torch VERSION was built for: 12 (nvidia-*-cu12 packages, torch 2.8-2.10) or 13 (cuda-toolkit
     13, torch 2.11 on)."""
     majors = set()
-    for requirement in requirements_of(wheel_file):
+    for requirement in requirements_of(version):
         m = re.match(r"nvidia-[\w-]*-cu(\d+)\b", requirement) or re.match(r"cuda-toolkit\S*==(\d+)", requirement)
         if m:
             majors.add(int(m.group(1)))
     if not majors:
-        raise SystemExit(f"torch_wheels.py: {wheel_file.name} names no CUDA libraries")
+        raise SystemExit(f"torch_wheels.py: torch {version} names no CUDA libraries")
     return str(max(majors))
 
 
@@ -166,14 +247,14 @@ def cuda_libs(release: str | None = None) -> Path:
     cuda-toolkit with the union of their extras (torch 2.13 loads libcurand, which 2.15 no longer asks for). CUDA's
     runtime libraries load for older torch releases of the same CUDA major."""
     release = release or releases()[-1]
-    major = cuda_major(wheel(release, "3.11"))
+    major = cuda_major(release)
     dest = WORK / f"cuda-libs-cu{major}"
     wanted: dict[str, tuple[set[str], str]] = {}  # name -> (extras, version specifier)
     for other in releases():  # oldest first: a newer release's pin replaces an older one's
-        if cuda_major(wheel(other, "3.11")) != major:
+        if cuda_major(other) != major:
             continue
         named = set()
-        for requirement in requirements_of(wheel(other, "3.11")):
+        for requirement in requirements_of(other):
             m = re.match(r"(nvidia-[\w-]+|cuda-toolkit)(?:\[([^\]]*)\])?\s*([^;]*)", requirement)
             if m:
                 extras = set(filter(None, (m.group(2) or "").split(",")))
@@ -208,13 +289,15 @@ def main(argv: list[str]) -> None:
         found = wheel(*args)
         if found:
             print(found)
+    elif command == "install-args":
+        print("\n".join(install_args(*args)))
     elif command == "sdk":
         print(sdk(*args))
     elif command == "cuda-libs":
         print(cuda_libs(*args))
     elif command == "requirements":
         # one word each, for a shell's word splitting (2.8's METADATA writes "typing-extensions >= 4.10.0")
-        print(" ".join("".join(r.split()) for r in plain_requirements(Path(args[0]))))
+        print(" ".join("".join(r.split()) for r in plain_requirements(args[0])))
     else:
         raise SystemExit(__doc__)
 

@@ -64,21 +64,21 @@ def torch_record(python: Path) -> str:
                                 "print(t.version); print(t.read_text('RECORD'))"))
 
 
-def install_torch_wheel(python: Path, torch_wheel: Path) -> str:
-    """PyPI's torch wheel as downloaded, without its dependencies. No pip configuration: this machine's (system-wide,
-    which --isolated still reads) caps torch at the releases on its disk. No bytecode up front (the test's set-up,
-    not what it tests: it halves the install)."""
-    return ok(run(python, "-m", "pip", "install", "--no-deps", "--no-compile", torch_wheel,
-                  PIP_CONFIG_FILE=os.devnull))
+def install_torch(python: Path, release: str, version: str) -> str:
+    """PyPI's torch RELEASE for Python VERSION without its dependencies (a kept download, or straight from PyPI: see
+    ci/torch_wheels.py). No pip configuration: this machine's (system-wide, which --isolated still reads) caps torch
+    at the releases on its disk, and its local wheels are not PyPI's. No bytecode up front (the test's set-up, not
+    what it tests: it halves the install)."""
+    return ok(run(python, "-m", "pip", *torch_wheels.install_args(release, version), "--no-compile",
+                  PIP_CONFIG_FILE=os.devnull, PIP_FIND_LINKS=""))
 
 
 def install_pypi_torch(python: Path, release: str, version: str) -> None:
-    """PyPI's torch RELEASE for Python VERSION, usable: its wheel, its plain dependencies, and the CUDA libraries of
-    its CUDA major through a .pth file (one shared copy: the same files for every CPython)."""
-    torch_wheel = torch_wheels.wheel(release, version)
-    install_torch_wheel(python, torch_wheel)
+    """PyPI's torch RELEASE for Python VERSION, usable: torch, its plain dependencies, and the CUDA libraries of its
+    CUDA major through a .pth file (one shared copy: the same files for every CPython)."""
+    install_torch(python, release, version)
     ok(run(python, "-m", "pip", "install", "--only-binary", ":all:", "--no-compile",
-           *torch_wheels.plain_requirements(torch_wheel)))
+           *torch_wheels.plain_requirements(release)))
     (site_packages(python) / "cuda-libs.pth").write_text(str(torch_wheels.cuda_libs(release)) + "\n")
 
 

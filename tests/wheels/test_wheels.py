@@ -16,7 +16,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
-from clean_venvs import (DIST, install_ours, install_pypi_torch, install_torch_wheel, new_venv, ok, pin, run,
+from clean_venvs import (DIST, install_ours, install_pypi_torch, install_torch, new_venv, ok, pin, run,
                          run_all_reduce, torch_record, torch_wheels, wheel)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -169,7 +169,7 @@ def test_an_unsupported_torch_is_kept_and_the_import_names_the_supported_ones(tm
     """torch 2.7.1 (PyPI's, never imported here: the check runs before torch is imported): pip installs ccl-torch
     beside it without touching it, and the import refuses, naming the releases that are supported."""
     python = new_venv(sys.executable, tmp_path / "venv")
-    install_torch_wheel(python, torch_wheels.wheel("2.7.1", "3.11"))
+    install_torch(python, "2.7.1", "3.11")
     install_ccl_torch(python)
     out = run(python, "-c", "import oneccl_bindings_for_pytorch", cwd=tmp_path)
     assert out.returncode != 0
