@@ -174,34 +174,40 @@ def link_stub(library: Path) -> None:
     """Replace LIBRARY by a stub that serves the linker as well: the same soname and exported symbols (name, type,
     binding, object size) and no code. Linking only reads those, and libtorch_cpu.so is ~450 MB of kernels per release
     (9 releases: 4 GB of CI's disk). What a built extension asks of torch is checked where it loads: every wheel test
-    imports it beside PyPI's real torch."""
-    from elftools.elf.elffile import ELFFile  # auditwheel's dependency, in ci/requirements.txt
+    imports it beside PyPI's real torch. Read with binutils' readelf, which comes with the compiler."""
+    def readelf(*args: str) -> str:
+        out = subprocess.run(["readelf", "-W", *args, str(library)], capture_output=True, text=True)
+        if out.returncode != 0:
+            raise SystemExit(f"torch_wheels.py: readelf {' '.join(args)} {library} failed:\n{out.stderr}")
+        return out.stdout
 
+    soname = re.search(r"\(SONAME\)\s+Library soname: \[(.+)\]", readelf("--dynamic")).group(1)
     lines = []
-    with open(library, "rb") as f:
-        elf = ELFFile(f)
-        soname = next(t.soname for t in elf.get_section_by_name(".dynamic").iter_tags() if t.entry.d_tag == "DT_SONAME")
-        for symbol in elf.get_section_by_name(".dynsym").iter_symbols():
-            kind, bind = symbol["st_info"]["type"], symbol["st_info"]["bind"]
-            if symbol["st_shndx"] == "SHN_UNDEF" or not symbol.name:
-                continue
-            if symbol["st_other"]["visibility"] != "STV_DEFAULT" or bind not in ("STB_GLOBAL", "STB_WEAK", "STB_LOOS"):
-                raise SystemExit(f"torch_wheels.py: {library.name}: no stub for {symbol.name} ({bind}, "
-                                 f"{symbol['st_other']['visibility']})")
-            name, size = f'"{symbol.name}"', symbol["st_size"]
-            binding = ".weak" if bind == "STB_WEAK" else ".globl"  # STB_LOOS is GNU's unique binding
-            if kind in ("STT_FUNC", "STT_LOOS", "STT_NOTYPE"):  # STT_LOOS: an ifunc, a function to its callers
-                section, type_ = ".text", "" if kind == "STT_NOTYPE" else "@function"
-            elif kind == "STT_OBJECT":
-                section, type_ = ".bss", "@gnu_unique_object" if bind == "STB_LOOS" else "@object"
-            elif kind == "STT_TLS":
-                section, type_ = '.tbss,"awT",@nobits', "@tls_object"
-            else:
-                raise SystemExit(f"torch_wheels.py: {library.name}: no stub for {symbol.name} ({kind})")
-            lines += [f".section {section}", f"{binding} {name}"]
-            lines += [f".type {name}, {type_}"] if type_ else []
-            lines += [f".size {name}, {size}", f"{name}:"]
-            lines += [] if section == ".text" else [f".zero {max(size, 1)}"]  # bss and tbss: sizes cost no bytes
+    # "  1335: 000000000e027340     0 NOTYPE  GLOBAL DEFAULT    8 name" (a size may be written 0x...)
+    for row in re.finditer(r"^\s*\d+: [0-9a-f]+\s+(\S+) (\w+)\s+(\w+)\s+(\w+)\s+(\w+) (\S+)$",
+                           readelf("--dyn-syms"), re.M):
+        size, kind, bind, visibility, index, name = row.groups()
+        if index == "UND":
+            continue
+        if visibility != "DEFAULT" or bind not in ("GLOBAL", "WEAK", "UNIQUE") or "@" in name:
+            raise SystemExit(f"torch_wheels.py: {library.name}: no stub for {name} ({bind} {visibility})")
+        size = int(size, 0)
+        binding = ".weak" if bind == "WEAK" else ".globl"
+        if kind in ("FUNC", "IFUNC", "NOTYPE"):  # an ifunc is a function to its callers
+            section, type_ = ".text", "" if kind == "NOTYPE" else "@function"
+        elif kind == "OBJECT":
+            section, type_ = ".bss", "@gnu_unique_object" if bind == "UNIQUE" else "@object"
+        elif kind == "TLS":
+            section, type_ = '.tbss,"awT",@nobits', "@tls_object"
+        else:
+            raise SystemExit(f"torch_wheels.py: {library.name}: no stub for {name} ({kind})")
+        name = f'"{name}"'
+        lines += [f".section {section}", f"{binding} {name}"]
+        lines += [f".type {name}, {type_}"] if type_ else []
+        lines += [f".size {name}, {size}", f"{name}:"]
+        lines += [] if section == ".text" else [f".zero {max(size, 1)}"]  # bss and tbss: sizes cost no bytes
+    if len(lines) < 1000:
+        raise SystemExit(f"torch_wheels.py: {library.name}: readelf listed only {len(lines)} lines of symbols")
     with tempfile.TemporaryDirectory(dir=library.parent) as work:
         source = Path(work) / "stub.s"
         source.write_text("\n".join(lines) + "\n")
