@@ -8,8 +8,10 @@ from __future__ import annotations
 import functools
 import os
 import re
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -133,13 +135,14 @@ def test_no_library_in_a_wheel_looks_for_libraries_on_the_build_machine(tmp_path
 
 
 @pytest.fixture(scope="session")  # kept while other modules' tests run between its users
-def cpu_torch_venv(tmp_path_factory) -> Path:
+def cpu_torch_venv(tmp_path_factory) -> Iterator[Path]:
     """torch 2.13.0+cpu (the build from PyTorch's CPU index, which this machine's pip serves), as its users have it."""
     python = new_venv(sys.executable, tmp_path_factory.mktemp("torch") / "venv")
     ok(run(python, "-m", "pip", "install", "--only-binary", ":all:", "--no-compile", pin("torch"), "numpy"))
     assert "+cpu" in torch_record(python).splitlines()[0]
     install_ccl_torch(python)
-    return python
+    yield python
+    shutil.rmtree(python.parent.parent, ignore_errors=True)  # 1.2 GB: gone before the session's other tests end
 
 
 @pytest.mark.xdist_group("cpu_torch_venv")  # one venv for the three, under pytest-xdist too
