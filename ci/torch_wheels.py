@@ -5,8 +5,8 @@
     torch_wheels.py wheel VERSION PYTHON     download PyPI's torch VERSION for PYTHON; print its path, or
                                              nothing when PyPI has no wheel of that release for that Python
     torch_wheels.py install-args VERSION PYTHON
-                                             pip's arguments (one a line) that install the downloaded torch VERSION
-                                             for PYTHON without its dependencies
+                                             pip's arguments (one a line) that install torch VERSION for PYTHON
+                                             without its dependencies: the kept download or straight from PyPI
     torch_wheels.py sdk VERSION              torch VERSION's headers, link stubs of the libraries ccl-torch links and
                                              the wheel's METADATA, unpacked into build/wheels/torch-sdk/VERSION (a
                                              directory holding `torch`); print it
@@ -19,6 +19,10 @@ Everything lands in build/wheels and is reused. PyPI's Linux torch is the CUDA b
 it imports only beside its nvidia-* wheels (about 3 GB), which are the same for every CPython, so the test venvs share
 one copy through a .pth file. Downloads bypass this machine's pip configuration (it caps torch at the releases on
 its disk, see ../shared notes) and take PyPI's files, as a user's pip does.
+
+The downloaded wheels are kept for the next run (0.5-0.9 GB each, ~9 GB for the matrix). CCL_KEEP_TORCH_WHEELS=0
+(CI's one run on a fresh clone) keeps none: each user of a wheel downloads it for itself and drops it, and torch's
+dependencies are read from the METADATA kept with its headers (`sdk`).
 """
 from __future__ import annotations
 
@@ -41,6 +45,10 @@ RELEASES = ROOT / "ci" / "torch-releases.txt"
 # kernels, Python code) is not needed
 SDK_MEMBERS = re.compile(r"torch/(include/.*|version\.py|lib/lib(c10|torch|torch_cpu|torch_python)\.so)"
                          r"|torch-[^/]*\.dist-info/METADATA")
+
+
+def keep_downloads() -> bool:
+    return os.environ.get("CCL_KEEP_TORCH_WHEELS", "1") != "0"
 
 
 def releases() -> list[str]:
@@ -120,8 +128,10 @@ def download_into(directory: Path, version: str, python: str) -> Path | None:
 
 
 def install_args(version: str, python: str) -> list[str]:
-    """pip's arguments that install PyPI's torch VERSION for PYTHON, downloaded once, without its dependencies.
-    (Downloading for each install instead, to spare the disk, made CI's clean-venv tests 5 times slower.)"""
+    """pip's arguments that install PyPI's torch VERSION for PYTHON without its dependencies: from the kept download,
+    or with downloads not kept, from PyPI straight into the environment (pip drops its copy)."""
+    if not keep_downloads():
+        return ["install", "--no-deps", "--only-binary", ":all:", "--no-cache-dir", f"torch=={version}"]
     found = wheel(version, python)
     if found is None:
         raise SystemExit(f"torch_wheels.py: PyPI has no torch {version} for Python {python}")
@@ -140,7 +150,7 @@ def sdk(version: str) -> Path:
             os.chmod(partial, 0o755)
             try:
                 # headers and libraries are the same in every CPython's wheel
-                source = wheel(version, "3.11")
+                source = wheel(version, "3.11") if keep_downloads() else download_into(Path(partial), version, "3.11")
                 if source is None:
                     raise SystemExit(f"torch_wheels.py: PyPI has no torch {version} for Python 3.11")
                 with zipfile.ZipFile(source) as archive:
@@ -148,6 +158,8 @@ def sdk(version: str) -> Path:
                         if SDK_MEMBERS.fullmatch(member):
                             archive.extract(member, partial)
                 link_stub(Path(partial) / "torch" / "lib" / "libtorch_cpu.so")
+                if source.parent == Path(partial):
+                    source.unlink()
                 for metadata in Path(partial).glob("torch-*.dist-info/METADATA"):
                     os.rename(metadata, Path(partial) / "METADATA")
                     metadata.parent.rmdir()
