@@ -3,7 +3,7 @@
 # pinned), the same through torch at 8 ranks (ccl-bench: dist.all_reduce, the registered op, raw), and --tp-decode at
 # TP=2, 4, 8. CAMPAIGN=small instead: which all_reduce path small messages should take at each rank count (the
 # default one-shot limit, every size one-shot with CCL_CORE_SHM_SMALL_BYTES=65536, every size two-step with =64,
-# interleaved, two rounds). Run from the repository root with .device/wheels holding the cp312 wheels (ccl-core, and
+# interleaved, ROUNDS rounds, 2 by default). Run from the repository root with .device/wheels holding the cp312 wheels (ccl-core, and
 # ccl-torch with its torch 2.11 extension) in tp/ and the trimmed oneCCL beside them. JSON and log.txt go to $OUT (8
 # files at most come back). RANKS, BENCH_RANKS, DECODE_RANKS and HIDDEN shrink it for a rehearsal on a small machine.
 set -u
@@ -30,7 +30,7 @@ step() {  # NAME LIMIT_S COMMAND...
   timeout "$limit" "$@" >> "$LOG" 2>&1 || echo "FAILED $name rc=$?" >> "$LOG"
 }
 if [ "$CAMPAIGN" = small ]; then
-  for round in 1 2; do
+  for round in $(seq 1 "${ROUNDS:-2}"); do
     for limit in default 65536 64; do
       step "small-$limit-r$round" 120 env $([ $limit = default ] || echo CCL_CORE_SHM_SMALL_BYTES=$limit) \
         $PY -m ccl_core.bench --ranks "$RANKS" --pin --sizes 1K,2K,4K,8K,16K,32K,64K --dtypes float32,bfloat16 \
