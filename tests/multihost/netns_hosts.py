@@ -1,6 +1,7 @@
-"""Hosts on one machine for multi-host tests: network namespaces joined by a veth pair with link-local
-addresses (169.254.77.0/24), each process also in a UTS namespace with its own hostname. Everything the tests
-send stays on these interfaces; the namespaces are made and removed by the tests themselves."""
+"""Hosts on one machine for multi-host tests: network namespaces with link-local addresses (169.254.77.0/24), two
+joined by a veth pair, more through a bridge in a namespace of its own (as hosts on one switch), each process also in
+a UTS namespace with its own hostname. Everything the tests send stays on these interfaces; the namespaces are made
+and removed by the tests themselves."""
 from __future__ import annotations
 
 import os
@@ -17,21 +18,36 @@ class Host:
     hostname: str
     address: str
     interface: str
+    switch: str = ""  # the bridge's namespace, when more than two hosts share one
 
 
 def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
 
 
-def create(tag: str) -> list[Host]:
-    hosts = [Host(f"ccl{tag}h{i}", f"cclhost{i}", f"169.254.77.{i + 1}", f"ccl{tag}v{i}") for i in range(2)]
+def create(tag: str, count: int = 2) -> list[Host]:
+    """`count` hosts: a veth pair between two, a bridge in a namespace of its own between more."""
+    switch = f"ccl{tag}br" if count > 2 else ""
+    hosts = [Host(f"ccl{tag}h{i}", f"cclhost{i}", f"169.254.77.{i + 1}", f"ccl{tag}v{i}", switch)
+             for i in range(count)]
     names = "".join(f"{h.address} {h.hostname}\n" for h in hosts)
     for h in hosts:
         _ip("netns", "add", h.netns)
         # `ip netns exec` mounts /etc/netns/<name>/hosts over /etc/hosts: the hosts know each other by name
         Path("/etc/netns", h.netns).mkdir(parents=True, exist_ok=True)
         Path("/etc/netns", h.netns, "hosts").write_text("127.0.0.1 localhost\n" + names)
-    _ip("link", "add", hosts[0].interface, "type", "veth", "peer", "name", hosts[1].interface)
+    if count == 2:
+        _ip("link", "add", hosts[0].interface, "type", "veth", "peer", "name", hosts[1].interface)
+    else:  # each host's interface is one end of a veth pair whose other end is a port of the bridge
+        _ip("netns", "add", switch)
+        _ip("-n", switch, "link", "add", "br0", "type", "bridge")
+        _ip("-n", switch, "link", "set", "br0", "up")
+        for i, h in enumerate(hosts):
+            port = f"ccl{tag}p{i}"
+            _ip("link", "add", h.interface, "type", "veth", "peer", "name", port)
+            _ip("link", "set", port, "netns", switch)
+            _ip("-n", switch, "link", "set", port, "master", "br0")
+            _ip("-n", switch, "link", "set", port, "up")
     for i, h in enumerate(hosts):
         _ip("link", "set", h.interface, "netns", h.netns)
         _ip("-n", h.netns, "addr", "add", f"{h.address}/24", "dev", h.interface)
@@ -58,6 +74,8 @@ def destroy(hosts: list[Host]) -> None:
     for h in hosts:
         subprocess.run(["ip", "netns", "del", h.netns], capture_output=True)  # also removes its veth ends
         shutil.rmtree(Path("/etc/netns", h.netns), ignore_errors=True)
+    for switch in {h.switch for h in hosts if h.switch}:
+        subprocess.run(["ip", "netns", "del", switch], capture_output=True)
 
 
 def start(host: Host, argv: list[str], env: dict, prelude: str = "") -> subprocess.Popen:
@@ -71,7 +89,7 @@ def start(host: Host, argv: list[str], env: dict, prelude: str = "") -> subproce
 
 def torchrun_on_hosts(hosts: list[Host], script, nproc, env: dict, port: int, timeout: float = 300,
                       args: list[str] = (), host_env: list[dict] = (), preludes: list[str] = ()):
-    """torchrun --nnodes 2 --node-rank i on each host, with `nproc` ranks on each (or nproc[i] on host i); host i
+    """torchrun --nnodes N --node-rank i on each of the N hosts, with `nproc` ranks on each (or nproc[i] on host i); host i
     gets host_env[i] on top of env and runs preludes[i] first (see start). `script` is a path, or ["-m", module].
     Returns [(returncode, stdout, stderr)] per host."""
     procs = []

@@ -27,7 +27,7 @@ def hosts():
 
 def run_job(hosts, nproc, tmp_path, launcher="torchrun", **env_vars):
     env = dict(clean_env(), CCL_TEST_OUT=str(tmp_path), OMP_NUM_THREADS="1", **env_vars)
-    ranks = sum(nproc) if isinstance(nproc, list) else 2 * nproc
+    ranks = sum(nproc) if isinstance(nproc, list) else len(hosts) * nproc
     if launcher == "torchrun":
         outs = netns_hosts.torchrun_on_hosts(hosts, JOB, nproc, env, port=free_port())
     else:
@@ -35,6 +35,12 @@ def run_job(hosts, nproc, tmp_path, launcher="torchrun", **env_vars):
     for code, out, err in outs:
         assert code == 0, f"{out}\n{err[-4000:]}"
     return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(ranks)]
+
+
+def link_bytes_of_a_ring_allreduce(hosts: int, nbytes: int) -> float:
+    """What a host's end of the link carries (sent + received) when its ranks all-reduce nbytes with the ranks of
+    the other hosts and no byte crosses twice: 2 (H - 1) / H of the message each way."""
+    return 2 * 2 * (hosts - 1) / hosts * nbytes
 
 
 def check_ops_and_training(results):
@@ -75,7 +81,8 @@ def test_two_ranks_per_host_with_groups_across_and_inside(hosts, tmp_path, launc
         assert r["inside_traffic"]["veth"] < MiB16 // 16 and r["inside_traffic"]["lo"] < MiB16 // 16, r["inside_traffic"]
         # hierarchical: this host sends its half of the partial sum and of the result, and receives the other
         # half of each: 2 x 16 MiB over its end of the link (tx + rx), plus framing
-        assert 2 * MiB16 <= r["world_traffic"]["veth"] < 2.2 * MiB16, (r["world_traffic"], r["flat_traffic"])
+        least = link_bytes_of_a_ring_allreduce(2, MiB16)
+        assert least <= r["world_traffic"]["veth"] < 1.1 * least, (r["world_traffic"], r["flat_traffic"])
         print(f"rank {rank}: link bytes of a 16 MiB allreduce, hierarchical {r['world_traffic']['veth']}, "
               f"flat {r['flat_traffic']['veth']}")
     for rank in (0, 3):
@@ -104,3 +111,36 @@ def test_a_lost_rank_ends_hierarchical_ops_within_the_timeout(hosts, tmp_path):
     # rank 2 shares a host with the lost rank: it sees the death itself; the others wait out the timeout
     assert "rank 1 (pid" in results[2]["error"] or "died" in results[2]["error"], results[2]["error"]
     assert "did not complete within 10000 ms" in results[0]["error"], results[0]["error"]
+
+
+@pytest.fixture(scope="module")
+def four_hosts():
+    """Four hosts on a bridge, as on one switch."""
+    made = netns_hosts.create(f"q{os.getpid() % 1000}", 4)
+    yield made
+    netns_hosts.destroy(made)
+
+
+@pytest.mark.parametrize("count", [3, 4])
+def test_hosts_of_two_ranks_on_one_switch(four_hosts, tmp_path, count):
+    """3 and 4 hosts x 2 ranks: every op hierarchical (CCL_CORE_HIERARCHY_MIN_BYTES=0), the same results as on one
+    host, and each host's end of the link carries what a bandwidth-optimal allreduce between hosts must."""
+    hosts = four_hosts[:count]
+    results = run_job(hosts, 2, tmp_path, CCL_CORE_HIERARCHY_MIN_BYTES="0")
+    assert [r["host"] for r in results] == [f"cclhost{h}" for h in range(count) for _ in range(2)]
+    check_ops_and_training(results)
+    least = link_bytes_of_a_ring_allreduce(count, MiB16)
+    for rank, r in enumerate(results):
+        assert r["hierarchy"] == f"on: {count} hosts x 2 ranks"
+        assert r["inside_sum"] == 4 * (rank // 2) + 3.0
+        assert r["inside_shm"] is True and r["world_shm"] is False
+        assert least <= r["world_traffic"]["veth"] < 1.1 * least, (r["world_traffic"], r["flat_traffic"])
+        print(f"rank {rank} of {count} hosts: link bytes of a 16 MiB allreduce, hierarchical "
+              f"{r['world_traffic']['veth']} (least {least:.0f}), flat {r['flat_traffic']['veth']}")
+
+
+def test_hosts_of_one_and_three_ranks(four_hosts, tmp_path):
+    results = run_job(four_hosts[:2], [1, 3], tmp_path, CCL_CORE_HIERARCHY_MIN_BYTES="0")
+    assert [r["host"] for r in results] == ["cclhost0", "cclhost1", "cclhost1", "cclhost1"]
+    check_ops_and_training(results)
+    assert all(r["hierarchy"].startswith("off: hosts hold 1, 3 ranks") for r in results)
