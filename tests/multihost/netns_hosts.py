@@ -19,6 +19,7 @@ class Host:
     address: str
     interface: str
     switch: str = ""  # the bridge's namespace, when more than two hosts share one
+    port: str = ""    # then: the bridge's end of this host's veth pair
 
 
 def _ip(*args: str) -> None:
@@ -28,8 +29,8 @@ def _ip(*args: str) -> None:
 def create(tag: str, count: int = 2) -> list[Host]:
     """`count` hosts: a veth pair between two, a bridge in a namespace of its own between more."""
     switch = f"ccl{tag}br" if count > 2 else ""
-    hosts = [Host(f"ccl{tag}h{i}", f"cclhost{i}", f"169.254.77.{i + 1}", f"ccl{tag}v{i}", switch)
-             for i in range(count)]
+    hosts = [Host(f"ccl{tag}h{i}", f"cclhost{i}", f"169.254.77.{i + 1}", f"ccl{tag}v{i}", switch,
+                  f"ccl{tag}p{i}" if switch else "") for i in range(count)]
     names = "".join(f"{h.address} {h.hostname}\n" for h in hosts)
     for h in hosts:
         _ip("netns", "add", h.netns)
@@ -42,12 +43,11 @@ def create(tag: str, count: int = 2) -> list[Host]:
         _ip("netns", "add", switch)
         _ip("-n", switch, "link", "add", "br0", "type", "bridge")
         _ip("-n", switch, "link", "set", "br0", "up")
-        for i, h in enumerate(hosts):
-            port = f"ccl{tag}p{i}"
-            _ip("link", "add", h.interface, "type", "veth", "peer", "name", port)
-            _ip("link", "set", port, "netns", switch)
-            _ip("-n", switch, "link", "set", port, "master", "br0")
-            _ip("-n", switch, "link", "set", port, "up")
+        for h in hosts:
+            _ip("link", "add", h.interface, "type", "veth", "peer", "name", h.port)
+            _ip("link", "set", h.port, "netns", switch)
+            _ip("-n", switch, "link", "set", h.port, "master", "br0")
+            _ip("-n", switch, "link", "set", h.port, "up")
     for i, h in enumerate(hosts):
         _ip("link", "set", h.interface, "netns", h.netns)
         _ip("-n", h.netns, "addr", "add", f"{h.address}/24", "dev", h.interface)
@@ -64,10 +64,14 @@ def create(tag: str, count: int = 2) -> list[Host]:
 
 
 def shape(hosts: list[Host], rate: str) -> None:
-    """Limits the link to `rate` ("2500mbit") in both directions (each end's egress), with tc's token bucket."""
+    """Limits each host's link to `rate` ("2500mbit") in both directions, with tc's token bucket on each end's egress:
+    the host's interface, and its port of the bridge when there is one (what several hosts send to one arrives
+    through that port, as through a switch's port)."""
     for h in hosts:
-        _ip("netns", "exec", h.netns, "tc", "qdisc", "replace", "dev", h.interface, "root", "tbf", "rate", rate,
-            "burst", "1mb", "latency", "10ms")
+        ends = [(h.netns, h.interface)] + ([(h.switch, h.port)] if h.switch else [])
+        for netns, device in ends:
+            _ip("netns", "exec", netns, "tc", "qdisc", "replace", "dev", device, "root", "tbf", "rate", rate,
+                "burst", "1mb", "latency", "10ms")
 
 
 def destroy(hosts: list[Host]) -> None:

@@ -1,8 +1,11 @@
-"""The rate-limited test bed: two netns hosts whose link is shaped with tc's token bucket, the link's rate measured
-with one TCP stream, then ccl-bench under torchrun on both hosts (ccl, ccl-flat = oneCCL's flat algorithms, gloo),
-each op beside its link limit: the bytes the op must carry over the link one way, divided by the measured rate.
+"""The rate-limited test bed: netns hosts (two on a veth pair, more on a bridge) whose links are shaped with tc's token
+bucket, the link's rate measured with one TCP stream, then ccl-bench under torchrun on every host (ccl, ccl-flat =
+oneCCL's flat algorithms, gloo), each op beside its link limit: the bytes the busiest host's link must carry one way,
+divided by the measured rate.
 
     python tests/multihost/shaped_link.py --rate 2500mbit --ops all_reduce -b 16M -e 64M --dtype float32 --rounds 3
+    python tests/multihost/shaped_link.py --hosts 4 --nproc 2 ...      # 4 hosts x 2 ranks
+    python tests/multihost/shaped_link.py --nproc 1,3 ...              # 2 hosts of 1 and 3 ranks
 
 Needs root (network namespaces). Prints a table; --json keeps every round's rows."""
 from __future__ import annotations
@@ -23,10 +26,18 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]
 import netns_hosts  # noqa: E402
 from ranks import clean_env  # noqa: E402
 
-# The share of an op's message (ccl-bench's size: all_reduce's and broadcast's buffer, all_gather's output,
-# reduce_scatter's input) that must cross between two hosts one way: all_reduce exchanges half its partial sum and
-# half its result each way, all_gather and reduce_scatter the other host's half, broadcast the whole buffer.
-CROSSING = {"all_reduce": 1.0, "all_gather": 0.5, "reduce_scatter": 0.5, "broadcast": 1.0}
+def crossing(op: str, ranks_per_host: list[int]) -> float:
+    """The share of an op's message (ccl-bench's size: all_reduce's and broadcast's buffer, all_gather's output,
+    reduce_scatter's input) that the busiest host's link must carry one way. all_gather and reduce_scatter: a host
+    receives (sends) every block its ranks do not hold, 1 - (its ranks / all ranks). all_reduce: a reduce_scatter and
+    an all_gather between hosts, each of (H - 1) / H (H hosts of equal ranks: 2 (H - 1) / H; 1.0 for two hosts).
+    broadcast: the whole buffer into every other host."""
+    hosts, ranks = len(ranks_per_host), sum(ranks_per_host)
+    if op == "all_reduce":
+        return 2 * (hosts - 1) / hosts
+    if op in ("all_gather", "reduce_scatter"):
+        return max(1 - n / ranks for n in ranks_per_host)
+    return 1.0
 
 SINK = """
 import socket, sys
@@ -65,7 +76,7 @@ def link_rate(hosts, nbytes: int = 256 << 20, port: int = 29999) -> float:
     return float(out.strip())
 
 
-def bench_round(hosts, nproc: int, bench_args: list[str], out: Path, port: int) -> list[dict]:
+def bench_round(hosts, nproc: list[int], bench_args: list[str], out: Path, port: int) -> list[dict]:
     env = dict(clean_env(), OMP_NUM_THREADS="1")  # gloo finds the link by the hosts' names
     outs = netns_hosts.torchrun_on_hosts(hosts, "-m", nproc, env, port,
                                          args=["ccl_bench", *bench_args, "--json", str(out), "--quiet"])
@@ -75,7 +86,7 @@ def bench_round(hosts, nproc: int, bench_args: list[str], out: Path, port: int) 
     return json.loads(out.read_text())["results"]
 
 
-def summarize(rounds: list[list[dict]], rate: float) -> list[dict]:
+def summarize(rounds: list[list[dict]], rate: float, ranks_per_host: list[int]) -> list[dict]:
     """Per (op, bytes): each backend's medians over the rounds, and the link limit."""
     cases: dict[tuple[str, int], dict] = {}
     for rows in rounds:
@@ -84,7 +95,7 @@ def summarize(rounds: list[list[dict]], rate: float) -> list[dict]:
             c.setdefault(r["backend"], []).append(r["median_us"] / 1000)
             c["checks"].add(r["check"])
     for (op, nbytes), c in cases.items():
-        c["link_limit_ms"] = CROSSING[op.split()[0]] * nbytes / rate * 1000  # "all_reduce overlap" too
+        c["link_limit_ms"] = crossing(op.split()[0], ranks_per_host) * nbytes / rate * 1000  # "all_reduce overlap" too
     return list(cases.values())
 
 
@@ -109,7 +120,9 @@ def table(cases: list[dict], backends: list[str]) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rate", default="2500mbit", help="tc tbf rate of the link (default 2500mbit)")
-    p.add_argument("--nproc", type=int, default=2, help="ranks per host (default 2)")
+    p.add_argument("--hosts", type=int, help="hosts (default 2, or as many as --nproc names; more than 2 share a "
+                                             "bridge)")
+    p.add_argument("--nproc", default="2", help="ranks per host, or one count per host: 1,3 (default 2)")
     p.add_argument("--rounds", type=int, default=3, help="ccl-bench runs, each in fresh processes (default 3)")
     p.add_argument("--ops", default="all_reduce,all_gather,reduce_scatter,broadcast")
     p.add_argument("--backends", default="ccl,ccl-flat,gloo")
@@ -126,7 +139,12 @@ def main(argv=None) -> int:
         raise SystemExit(f"shaped_link: {why_not}")
     from ccl_core import free_port
 
-    hosts = netns_hosts.create(str(os.getpid() % 10000))
+    nproc = [int(n) for n in args.nproc.split(",")]
+    if len(nproc) == 1:
+        nproc *= args.hosts or 2
+    elif args.hosts not in (None, len(nproc)):
+        raise SystemExit(f"shaped_link: --nproc {args.nproc} names {len(nproc)} hosts, --hosts says {args.hosts}")
+    hosts = netns_hosts.create(str(os.getpid() % 10000), len(nproc))
     try:
         netns_hosts.shape(hosts, args.rate)
         rate = link_rate(hosts)
@@ -137,17 +155,20 @@ def main(argv=None) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             for i in range(args.rounds):
                 t = time.perf_counter()
-                rounds.append(bench_round(hosts, args.nproc, bench, Path(tmp, f"round{i}.json"), free_port()))
+                rounds.append(bench_round(hosts, nproc, bench, Path(tmp, f"round{i}.json"), free_port()))
                 print(f"round {i + 1}/{args.rounds}: {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
     finally:
         netns_hosts.destroy(hosts)
-    cases = summarize(rounds, rate)
+    cases = summarize(rounds, rate, nproc)
     backends = args.backends.split(",")
-    print(f"2 hosts x {args.nproc} ranks, {args.dtype}; ms per op (range of the per-round medians over {args.rounds} "
-          f"round(s)); link limit = bytes the op must carry one way / {rate / 1e6:.0f} MB/s")
+    topology = (f"{len(nproc)} hosts x {nproc[0]} ranks" if len(set(nproc)) == 1
+                else f"{len(nproc)} hosts of {', '.join(map(str, nproc))} ranks")
+    print(f"{topology}, {args.dtype}; ms per op (range of the per-round medians over {args.rounds} round(s)); link "
+          f"limit = bytes the busiest host's link must carry one way / {rate / 1e6:.0f} MB/s")
     print(table(cases, backends))
     if args.json:
-        Path(args.json).write_text(json.dumps({"rate_Bps": rate, "tbf": args.rate, "rounds": rounds,
+        Path(args.json).write_text(json.dumps({"rate_Bps": rate, "tbf": args.rate, "ranks_per_host": nproc,
+                                               "rounds": rounds,
                                                "cases": [dict(c, checks=sorted(c["checks"])) for c in cases]}, indent=2))
     return 0 if all(c["checks"] == {"ok"} for c in cases) else 1
 

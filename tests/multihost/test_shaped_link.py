@@ -1,5 +1,5 @@
-"""The rate-limited test bed (shaped_link.py) end to end: the link is shaped (a TCP stream cannot beat the token
-bucket's rate), ccl-bench runs on both hosts for ccl, ccl-flat and gloo, and every result is checked. Speed is the
+"""The rate-limited test bed (shaped_link.py) end to end: the links are shaped (a TCP stream cannot beat the token
+bucket's rate), ccl-bench runs on every host for ccl, ccl-flat and gloo, and every result is checked. Speed is the
 benchmark's to report (docs/performance.md, "Across hosts"), not asserted here."""
 import json
 import subprocess
@@ -16,9 +16,11 @@ pytestmark = pytest.mark.skipif(bool(why_not), reason=why_not)
 
 
 def test_shaped_link_bench(tmp_path):
+    """On three hosts of one rank (a bridge between them, every port shaped both ways)."""
     out = tmp_path / "shaped.json"
     run = subprocess.run([sys.executable, str(SCRIPT), "--rate", "1000mbit", "--rounds", "1", "-b", "4M", "-e", "4M",
-                          "--iters", "2", "--json", str(out)], capture_output=True, text=True, timeout=600)
+                          "--iters", "2", "--hosts", "3", "--nproc", "1", "--json", str(out)],
+                         capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr[-4000:]
     result = json.loads(out.read_text())
     assert result["rate_Bps"] < 1.1 * 1000e6 / 8, result["rate_Bps"]  # the bucket holds the stream to its rate
@@ -27,4 +29,8 @@ def test_shaped_link_bench(tmp_path):
     for c in cases.values():
         assert c["checks"] == ["ok"]
         assert {"ccl", "ccl-flat", "gloo"} <= c.keys() and c["link_limit_ms"] > 0
-    assert "link limit" in run.stdout
+    # the busiest link carries 2 (H - 1) / H of an all_reduce, and all_gather's blocks of the two other hosts
+    per_byte_ms = 1000 / result["rate_Bps"] * (4 << 20)
+    assert cases["all_reduce"]["link_limit_ms"] == pytest.approx(4 / 3 * per_byte_ms)
+    assert cases["all_gather"]["link_limit_ms"] == pytest.approx(2 / 3 * per_byte_ms)
+    assert "3 hosts x 1 ranks" in run.stdout and "link limit" in run.stdout
