@@ -52,6 +52,21 @@ def test_a_wrong_result_fails_the_run():
     assert "FAIL on 1 rank(s)" in out.stdout and "FAILED their correctness check" in out.stderr
 
 
+def test_training_rows_train_alike_on_every_backend_and_a_wrong_gradient_sum_fails(tmp_path):
+    args = ["-n", "2", "--ops", "all_reduce", "--backends", "ccl,gloo", "-b", "1K", "-e", "1K", "--iters", "3", "--ddp",
+            "--quiet"]
+    out = bench(*args, "--fsdp", "--train-params", "4M", "--json", str(tmp_path / "t.json"))
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = {(r["op"], r["backend"]): r for r in json.load(open(tmp_path / "t.json"))["results"]}
+    for op in ("ddp_step", "fsdp2_step"):
+        assert rows[(op, "ccl")]["bytes"] >= 4_000_000 * 4  # --train-params: 4 M float32 parameters at least
+        assert rows[(op, "ccl")]["loss"] == rows[(op, "gloo")]["loss"] > 0
+        assert rows[(op, "ccl")]["check"] == rows[(op, "gloo")]["check"] == "ok"
+    wrong = bench(*args, env=dict(clean_env(), CCL_BENCH_FAULT="1"))  # gloo's DDP gradients summed, not averaged
+    assert wrong.returncode == 1
+    assert "DIFFER: loss" in wrong.stdout, wrong.stdout
+
+
 def test_runs_under_torchrun():
     out = subprocess.run([str(BIN / "torchrun"), "--nproc-per-node", "2", "--master-port", str(free_port()), "-m",
                           "ccl_bench", "--ops", "all_reduce", "--backends", "ccl,raw", "--min-bytes", "1K", "--max-bytes", "2K",

@@ -36,6 +36,13 @@ def parse_size(text: str) -> int:
     return int(float(t[:-1] if t[-1:] in "KMG" else t) * mult)
 
 
+def parse_count(text: str) -> int:
+    """A count with an optional decimal suffix: 50M = 50,000,000."""
+    t = text.strip().upper()
+    mult = {"K": 10**3, "M": 10**6, "G": 10**9}.get(t[-1:], 1)
+    return int(float(t[:-1] if t[-1:] in "KMG" else t) * mult)
+
+
 def sizes(lo: int, hi: int) -> list[int]:
     out, s = [], lo
     while s <= hi:
@@ -82,6 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ddp", action="store_true", help="also time a DDP training step of a small MLP per backend")
     p.add_argument("--fsdp", action="store_true",
                    help="also time an FSDP2 (fully_shard) training step per backend, with its default prefetching")
+    p.add_argument("--train-params", default="", metavar="N",
+                   help="with --ddp/--fsdp: train an MLP of about N parameters (e.g. 50M: 2048-wide layers) instead "
+                        "of the small default, where communication matters; every backend trains it from the same "
+                        "start on the same data, and the rows fail unless their losses agree")
     p.add_argument("--overlap", action="store_true",
                    help="also issue each case async, compute for twice its time, then wait: rows '<op> overlap' give "
                         "the wait left after the computation and the share of the op hidden behind it")
@@ -239,10 +250,12 @@ def worker(args) -> int:
                 if args.overlap and case.start is not None:
                     rows.append(_overlap_row(case, op, nbytes, backend, size, summary["median_us"], iters, barrier,
                                              slowest, args.overlap_ms * 1000))
+    params = parse_count(args.train_params) if args.train_params else 0
     if args.ddp:
-        rows += _ddp_rows(backends, groups, barrier, slowest, size)
+        rows += _ddp_rows(backends, groups, barrier, slowest, size, params)
     if args.fsdp:
-        rows += _fsdp_rows(backends, groups, barrier, slowest, size)
+        rows += _fsdp_rows(backends, groups, barrier, slowest, size, params)
+    failures += _check_losses_agree(rows)
     comm = None  # destroy the raw communicator now, while torch's store (which its teardown writes to) lives
     _add_ratios(rows, floors)
     if rank == 0:
@@ -459,27 +472,60 @@ def _raw_communicator(rank: int, size: int):
                                  name="ccl-bench raw")
 
 
-def _ddp_rows(backends, groups, barrier, slowest, size) -> list[dict]:
+# --train-params: layers of this width, as many as make the count
+TRAIN_WIDTH = 2048
+
+
+def _train_layers(params: int, width: int) -> int:
+    return max(1, round(params / (width * (width + 1))))
+
+
+def _train_data(rank: int, inputs: int, outputs: int, batch: int):
+    """This rank's batch, the same for every backend."""
     import torch
+
+    g = torch.Generator().manual_seed(1 + rank)
+    return torch.randn(batch, inputs, generator=g), torch.randn(batch, outputs, generator=g)
+
+
+def _ddp_rows(backends, groups, barrier, slowest, size, params=0) -> list[dict]:
+    """A DDP step of a small MLP, or with `params` of an MLP of about that many parameters."""
+    import torch
+    import torch.distributed as dist
     import torch.nn as nn
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     rows = []
-    for backend in [b for b in backends if b in ("ccl", "gloo")]:
+    trained = [b for b in backends if b in ("ccl", "gloo")]
+    for backend in trained:
         torch.manual_seed(0)
-        model = DDP(nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10)),
-                    process_group=groups[backend])
+        if params:
+            w = TRAIN_WIDTH
+            net = nn.Sequential(*[nn.Sequential(nn.Linear(w, w), nn.ReLU()) for _ in range(_train_layers(params, w))])
+            (x, y), warmup, iters = _train_data(dist.get_rank(), w, w, 8), 2, 5
+        else:
+            net = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
+            (x, y), warmup, iters = _train_data(dist.get_rank(), 256, 10, 64), 5, 30
+        model = DDP(net, process_group=groups[backend])
+        if os.environ.get("CCL_BENCH_FAULT") and backend == trained[-1]:
+            # prove that the loss check fails a run: this backend's gradients are summed, not averaged
+            def summed(_, bucket, group=groups[backend]):
+                work = dist.all_reduce(bucket.buffer(), group=group, async_op=True)
+                return work.get_future().then(lambda f: f.value()[0])
+
+            model.register_comm_hook(None, summed)
         nbytes = sum(p.numel() * p.element_size() for p in model.parameters())
-        rows.append(_step_row("ddp_step", backend, model, torch.randn(64, 256), torch.randn(64, 10), nbytes, 5, 30,
-                              barrier, slowest, size))
+        rows.append(_step_row("ddp_step", backend, model, x, y, nbytes, warmup, iters, barrier, slowest, size,
+                              groups[backend]))
     return rows
 
 
-def _fsdp_rows(backends, groups, barrier, slowest, size) -> list[dict]:
-    """An FSDP2 step of 8 sharded 1024x1024 layers (4 MiB of float32 parameters each), with FSDP2's defaults (on CPU
-    its all-gathers are blocking: it overlaps them through CUDA streams); "ccl-registered" turns on
-    set_allocate_memory_from_process_group_for_comm."""
+def _fsdp_rows(backends, groups, barrier, slowest, size, params=0) -> list[dict]:
+    """An FSDP2 step of 8 sharded 1024x1024 layers (4 MiB of float32 parameters each), or with `params` of as many
+    2048-wide layers as make that count, with FSDP2's defaults (on CPU its all-gathers are blocking: it overlaps them
+    through CUDA streams); "ccl-registered" turns on set_allocate_memory_from_process_group_for_comm."""
     import torch
+    import torch.distributed as dist
     import torch.nn as nn
     from torch.distributed.device_mesh import DeviceMesh
     from torch.distributed.fsdp import fully_shard
@@ -488,7 +534,10 @@ def _fsdp_rows(backends, groups, barrier, slowest, size) -> list[dict]:
     for backend in [b for b in backends if b in ("ccl", "gloo", "ccl-registered")]:
         torch.manual_seed(0)
         mesh = DeviceMesh.from_group(groups[backend], "cpu")
-        model = nn.Sequential(*[nn.Sequential(nn.Linear(1024, 1024), nn.ReLU()) for _ in range(8)])
+        w, layers = (TRAIN_WIDTH, _train_layers(params, TRAIN_WIDTH)) if params else (1024, 8)
+        x, y = _train_data(dist.get_rank(), w, w, 8 if params else 64)
+        warmup, iters = (2, 5) if params else (3, 10)
+        model = nn.Sequential(*[nn.Sequential(nn.Linear(w, w), nn.ReLU()) for _ in range(layers)])
         for layer in model:
             fully_shard(layer, mesh=mesh)
         fully_shard(model, mesh=mesh)
@@ -497,25 +546,47 @@ def _fsdp_rows(backends, groups, barrier, slowest, size) -> list[dict]:
                 if hasattr(module, "set_allocate_memory_from_process_group_for_comm"):
                     module.set_allocate_memory_from_process_group_for_comm(True)
         nbytes = sum(p.numel() * p.element_size() for p in model.parameters()) * size  # unsharded
-        rows.append(_step_row("fsdp2_step", backend, model, torch.randn(64, 1024), torch.randn(64, 1024), nbytes, 3, 10,
-                              barrier, slowest, size))
+        rows.append(_step_row("fsdp2_step", backend, model, x, y, nbytes, warmup, iters, barrier, slowest, size,
+                              groups[backend]))
     return rows
 
 
-def _step_row(op, backend, model, x, y, nbytes, warmup, iters, barrier, slowest, size) -> dict:
-    """A training step (SGD on an MSE loss) of `model`, timed like a collective."""
+def _step_row(op, backend, model, x, y, nbytes, warmup, iters, barrier, slowest, size, group) -> dict:
+    """A training step (SGD on an MSE loss) of `model`, timed like a collective; "loss": the last step's, averaged
+    over the ranks (in `group`), for _check_losses_agree."""
     import torch
+    import torch.distributed as dist
     import torch.nn as nn
 
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    losses = []
 
     def step():
         opt.zero_grad()
-        nn.functional.mse_loss(model(x), y).backward()
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
         opt.step()
+        losses.append(loss.detach())
 
-    return {"op": op, "bytes": nbytes, "backend": backend, "ranks": size, **_timed(step, warmup, iters, barrier, slowest),
-            "algbw_GBps": 0.0, "busbw_GBps": 0.0, "check": "ok"}
+    timing = _timed(step, warmup, iters, barrier, slowest)
+    mean = losses[-1].clone()
+    dist.all_reduce(mean, group=group)
+    return {"op": op, "bytes": nbytes, "backend": backend, "ranks": size, **timing, "algbw_GBps": 0.0,
+            "busbw_GBps": 0.0, "check": "ok", "loss": mean.item() / size}
+
+
+def _check_losses_agree(rows: list[dict]) -> int:
+    """Training rows of one kind trained the same model on the same data with every backend: their last losses must
+    agree up to the reductions' rounding. Marks the rows that do not (on every rank alike) and counts them."""
+    bad = 0
+    for op in ("ddp_step", "fsdp2_step"):
+        trained = [r for r in rows if r["op"] == op]
+        for r in trained[1:]:
+            first = trained[0]
+            if abs(r["loss"] - first["loss"]) > 1e-4 * abs(first["loss"]) + 1e-7:
+                r["check"] = f"DIFFER: loss {r['loss']:.6g}, {first['backend']} {first['loss']:.6g}"
+                bad += 1
+    return bad
 
 
 def _overlap_row(case, op, nbytes, backend, size, alone_us, iters, barrier, slowest, compute_us=0.0) -> dict:
