@@ -89,7 +89,9 @@ result["ddp_max_diff"], result["ddp_ranks_agree"] = diff, agree
 
 # sub-groups: one that spans the hosts, and (with 2 ranks per host) one inside each host
 cross = dist.new_group([0, size - 1])
-uneven = size % local != 0  # 2 ranks on one host, 1 on the other: no groups inside hosts
+locals_ = [None] * size
+dist.all_gather_object(locals_, local)
+uneven = len(set(locals_)) > 1  # hosts of different rank counts (2 and 1, say): no groups inside hosts
 inside = [dist.new_group(list(range(h * local, (h + 1) * local))) for h in range(size // local)] \
     if local > 1 and not uneven else []
 x = torch.tensor([rank + 1.0])

@@ -4,6 +4,7 @@ a UTS namespace with its own hostname. Everything the tests send stays on these 
 and removed by the tests themselves."""
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import shutil
 import subprocess
@@ -105,15 +106,22 @@ def torchrun_on_hosts(hosts: list[Host], script, nproc, env: dict, port: int, ti
                 *target, *args]
         procs.append(start(h, argv, dict(env, **(host_env[i] if host_env else {})),
                            preludes[i] if preludes else ""))
-    outs = []
-    for p in procs:
+    return _collect(procs, timeout)
+
+
+def _collect(procs: list[subprocess.Popen], timeout: float) -> list[tuple[int, str, str]]:
+    """Every process's (returncode, stdout, stderr), read side by side: a host whose output is read only after
+    another's has ended would block in write() once its pipe is full, and the ranks waiting for it with it."""
+    def one(p):
         try:
             o, e = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             p.kill()
             o, e = p.communicate()
-        outs.append((p.returncode, o, e))
-    return outs
+        return p.returncode, o, e
+
+    with concurrent.futures.ThreadPoolExecutor(len(procs)) as pool:
+        return list(pool.map(one, procs))
 
 
 SSH_STANDIN = Path(__file__).resolve().parent / "netns_ssh.sh"

@@ -31,12 +31,16 @@ def crossing(op: str, ranks_per_host: list[int]) -> float:
     reduce_scatter's input) that the busiest host's link must carry one way. all_gather and reduce_scatter: a host
     receives (sends) every block its ranks do not hold, 1 - (its ranks / all ranks). all_reduce: a reduce_scatter and
     an all_gather between hosts, each of (H - 1) / H (H hosts of equal ranks: 2 (H - 1) / H; 1.0 for two hosts).
-    broadcast: the whole buffer into every other host."""
+    broadcast: the whole buffer into every other host. Training steps (--train-params; their size is the model's
+    parameter bytes): DDP all-reduces the gradients once; FSDP2 all-gathers the parameters in the forward and again
+    in the backward pass and reduce-scatters the gradients."""
     hosts, ranks = len(ranks_per_host), sum(ranks_per_host)
-    if op == "all_reduce":
+    if op in ("all_reduce", "ddp_step"):
         return 2 * (hosts - 1) / hosts
     if op in ("all_gather", "reduce_scatter"):
         return max(1 - n / ranks for n in ranks_per_host)
+    if op == "fsdp2_step":
+        return 3 * max(1 - n / ranks for n in ranks_per_host)
     return 1.0
 
 SINK = """
@@ -132,6 +136,9 @@ def main(argv=None) -> int:
     p.add_argument("--iters", default="5")
     p.add_argument("--overlap", action="store_true",
                    help="also each op issued async while the ranks compute (ccl-bench --overlap): rows '<op> overlap'")
+    p.add_argument("--train-params", metavar="N",
+                   help="also a DDP and an FSDP2 training step of an MLP of about N parameters (e.g. 50M) per backend, "
+                        "with the same losses checked (ccl-bench --ddp --fsdp --train-params)")
     p.add_argument("--json", help="write the rate, every round's rows and the summary here")
     args = p.parse_args(argv)
     why_not = netns_hosts.can_make_namespaces()
@@ -151,6 +158,8 @@ def main(argv=None) -> int:
         print(f"link: tbf {args.rate}; one TCP stream measured {rate / 1e6:.0f} MB/s", flush=True)
         bench = ["--ops", args.ops, "--backends", args.backends, "-b", args.min_bytes, "-e", args.max_bytes,
                  "--dtype", args.dtype, "--iters", args.iters, "--warmup", "2"] + (["--overlap"] if args.overlap else [])
+        if args.train_params:
+            bench += ["--ddp", "--fsdp", "--train-params", args.train_params]
         rounds = []
         with tempfile.TemporaryDirectory() as tmp:
             for i in range(args.rounds):

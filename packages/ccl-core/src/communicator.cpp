@@ -32,6 +32,7 @@ std::shared_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store,
         impl->paths.hierarchy = true;
         impl->paths.hierarchy_min_bytes = impl->hierarchy->min_bytes();
         impl->paths.hierarchy_min_count = impl->hierarchy->min_count();
+        impl->paths.hierarchy_allreduce_only = impl->hierarchy->through_leaders();
     }
     return std::shared_ptr<Communicator>(new Communicator(std::move(impl)));
 }

@@ -34,8 +34,9 @@ const std::vector<Setting>& settings() {
          "thread: a background thread moves async operations while the caller computes; caller: they move only inside "
          "wait()/test()/is_completed() (for users who pin every core)"},
         {"CCL_CORE_HIERARCHY", "switch", "1",
-         "groups that span hosts with the same number (>= 2) of ranks on each go inside each host first, then across "
-         "hosts; 0 on any rank: oneCCL's flat algorithms"},
+         "groups that span hosts go inside each host first, then across hosts: every op when the hosts hold the same "
+         "number (>= 2) of ranks, allreduce through a leader per host when they hold different numbers; 0 on any "
+         "rank: oneCCL's flat algorithms"},
         {"CCL_CORE_HIERARCHY_MIN_BYTES", "bytes", "262144",
          "the hierarchical path takes ops from this size per rank up (rank 0's applies)"},
         {"CCL_CORE_HIERARCHY_PIECE_BYTES", "bytes", "4194304",

@@ -144,10 +144,11 @@ std::shared_ptr<Hierarchy> Hierarchy::create(std::shared_ptr<Group> whole, Milli
         status = "off: the group is on one host";
         return nullptr;
     }
-    if (std::any_of(per_host.begin(), per_host.end(), [&](int n) { return n != per_host[0]; }) || per_host[0] < 2) {
-        std::string counts;
-        for (int n : per_host) counts += (counts.empty() ? "" : ", ") + std::to_string(n);
-        status = "off: hosts hold " + counts + " ranks (needs the same number, at least 2, on every host)";
+    std::string counts;
+    for (int n : per_host) counts += (counts.empty() ? "" : ", ") + std::to_string(n);
+    const bool equal = std::all_of(per_host.begin(), per_host.end(), [&](int n) { return n == per_host[0]; });
+    if (equal && per_host[0] < 2) {
+        status = "off: hosts hold " + counts + " ranks (one per host: the flat path crosses the link once already)";
         return nullptr;
     }
     const Agreed agreed = agree_on_settings(group, timeout);
@@ -159,16 +160,17 @@ std::shared_ptr<Hierarchy> Hierarchy::create(std::shared_ptr<Group> whole, Milli
     std::shared_ptr<Hierarchy> h(new Hierarchy());
     h->group_ = whole;
     h->hosts_ = hosts;
-    h->local_size_ = per_host[0];
+    h->leaders_ = !equal;
     h->host_ = host_of[static_cast<std::size_t>(group.rank())];
+    h->local_size_ = per_host[static_cast<std::size_t>(h->host_)];
     h->min_bytes_ = agreed.min_bytes;
     h->piece_bytes_ = agreed.piece_bytes;
-    h->rank_at_.assign(static_cast<std::size_t>(hosts * h->local_size_), -1);
     std::vector<int> filled(static_cast<std::size_t>(hosts), 0);
+    if (!h->leaders_) h->rank_at_.assign(static_cast<std::size_t>(hosts * h->local_size_), -1);
     for (int r = 0; r < group.size(); ++r) {
         const int host = host_of[static_cast<std::size_t>(r)];
         const int index = filled[static_cast<std::size_t>(host)]++;
-        h->rank_at_[static_cast<std::size_t>(host * h->local_size_ + index)] = r;
+        if (!h->leaders_) h->rank_at_[static_cast<std::size_t>(host * h->local_size_ + index)] = r;
         if (r == group.rank()) h->local_rank_ = index;
     }
     // the group's timeout, not what is left of its bootstrap: it is also the bound on each inner op, and an inner
@@ -181,17 +183,18 @@ std::shared_ptr<Hierarchy> Hierarchy::create(std::shared_ptr<Group> whole, Milli
         std::string shm_status;
         return FlatCollectives::create(Group::join(std::move(store), rank, size, options), options.timeout, shm_status);
     };
-    h->local_ = inner("host" + std::to_string(h->host_), h->local_rank_, h->local_size_);
-    h->cross_ = inner("across" + std::to_string(h->local_rank_), h->host_, hosts);
-    status = "on: " + std::to_string(hosts) + " hosts x " + std::to_string(h->local_size_) + " ranks";
+    if (h->local_size_ > 1) h->local_ = inner("host" + std::to_string(h->host_), h->local_rank_, h->local_size_);
+    if (!h->leaders_ || h->local_rank_ == 0) h->cross_ = inner("across" + std::to_string(h->local_rank_), h->host_, hosts);
+    status = h->leaders_ ? "on: hosts of " + counts + " ranks, allreduce through a leader per host"
+                         : "on: " + std::to_string(hosts) + " hosts x " + std::to_string(h->local_size_) + " ranks";
     return h;
 }
 
 Hierarchy::~Hierarchy() = default;
 
 void Hierarchy::abort(const std::string& reason) {
-    local_->group()->abort(reason);
-    cross_->group()->abort(reason);
+    if (local_) local_->group()->abort(reason);
+    if (cross_) cross_->group()->abort(reason);
 }
 
 // ---- moving chains ------------------------------------------------------------------------------------------
@@ -300,6 +303,12 @@ Request broadcast_on(FlatCollectives& on, void* buffer, std::size_t count, DType
 }  // namespace
 
 Request Hierarchy::run(const OpArgs& a, std::function<void()> finish) {
+    if (leaders_) {
+        if (a.kind != OpKind::allreduce) {  // the router sends only allreduce here (GroupPaths)
+            throw Unsupported(std::string(op_name(a.kind)) + " has no hierarchical form on hosts of unequal rank counts");
+        }
+        return allreduce_through_leaders(a, std::move(finish));
+    }
     switch (a.kind) {
         case OpKind::allreduce: return allreduce(a, std::move(finish));
         case OpKind::reduce_scatter: return reduce_scatter(a, std::move(finish));
@@ -336,6 +345,31 @@ Request Hierarchy::allreduce(const OpArgs& a, std::function<void()> finish) {
         void* out = at(recv, covered, dtype);
         chain->add_lane({{Chain::local, [=] { return allreduce_on(*local, in, out, tail, dtype, inner); }},
                          {Chain::cross, [=] { return allreduce_on(*cross, out, out, tail, dtype, inner); }}});
+    }
+    return start("allreduce", std::move(chain), std::move(finish));
+}
+
+// Hosts of unequal rank counts, per piece: the host's sum on every rank of it (the leader's is what counts), the
+// leaders' allreduce of it across hosts, the leader's result to the rest of its host. A host of one rank is its own
+// leader with no stage inside. On the inner communicator of a host every rank issues the same sequence: the pieces'
+// allreduces, then their broadcasts.
+Request Hierarchy::allreduce_through_leaders(const OpArgs& a, std::function<void()> finish) {
+    const DType dtype = a.dtype;
+    const ReduceOp inner = a.op == ReduceOp::avg ? ReduceOp::sum : a.op;
+    auto chain = std::make_shared<Chain>();
+    auto local = local_, cross = cross_;
+    for (const Piece& p : pieces(a.count, 1, dtype)) {
+        const void* in = at(a.send, p.first, dtype);
+        void* out = at(a.recv, p.first, dtype);
+        const std::size_t n = p.n;
+        std::vector<Chain::Stage> stages;
+        if (local) stages.push_back({Chain::local, [=] { return allreduce_on(*local, in, out, n, dtype, inner); }});
+        if (cross) {
+            const void* from = local ? out : in;
+            stages.push_back({Chain::cross, [=] { return allreduce_on(*cross, from, out, n, dtype, inner); }});
+        }
+        if (local) stages.push_back({Chain::local, [=] { return broadcast_on(*local, out, n, dtype, 0); }});
+        chain->add_lane(std::move(stages));
     }
     return start("allreduce", std::move(chain), std::move(finish));
 }

@@ -11,8 +11,11 @@
 //   reduce_scatter of those between hosts;
 // - allgather: allgather between hosts (each local index its own input), then inside the host;
 // - broadcast: between hosts among the root's local index, then inside each host.
-// Every rank of a host then sends over the link only its own share of what the host must send. Only groups whose
-// hosts hold the same number of ranks (>= 2) take this path; others keep oneCCL's flat algorithms.
+// Every rank of a host then sends over the link only its own share of what the host must send.
+// Hosts of unequal rank counts (1 and 3, say) have no local index on every host; there allreduce goes through one
+// leader per host (local rank 0): allreduce inside the host, allreduce of the whole piece among the leaders,
+// broadcast inside the host. A host's link carries the same bytes either way; only the streams are fewer. Their other
+// ops keep oneCCL's flat algorithms, and so do groups of one rank per host (flat is already one crossing).
 //
 // An op is cut into pieces, each a chain of stages on the two inner communicators (a stage is issued when the
 // piece's previous one completes), so that one piece crosses the link while the next is reduced inside the host.
@@ -37,9 +40,9 @@ namespace ccl_core::detail {
 
 class Hierarchy final : public LocalPath, public std::enable_shared_from_this<Hierarchy> {
 public:
-    // Collective over the group's store. nullptr when the group does not span hosts with the same number (>= 2) of
-    // ranks on each, or when any rank has CCL_CORE_HIERARCHY=0; `status` says which ("on: 2 hosts x 2 ranks",
-    // "off: hosts hold 2, 1 ranks").
+    // Collective over the group's store. nullptr when the group does not span hosts with at least 2 ranks on one of
+    // them, or when any rank has CCL_CORE_HIERARCHY=0; `status` says which ("on: 2 hosts x 2 ranks", "on: hosts of 2,
+    // 1 ranks, allreduce through a leader per host", "off: hosts hold 1, 1 ranks").
     static std::shared_ptr<Hierarchy> create(std::shared_ptr<Group> group, Milliseconds timeout, std::string& status);
     ~Hierarchy() override;
 
@@ -47,7 +50,9 @@ public:
     // go oneCCL's flat way, which is faster there (one latency instead of three), and so do ops of fewer elements than
     // a host has ranks.
     std::size_t min_bytes() const { return min_bytes_; }
-    std::size_t min_count() const { return static_cast<std::size_t>(local_size_); }
+    std::size_t min_count() const { return leaders_ ? 1 : static_cast<std::size_t>(local_size_); }
+    // Hosts of unequal rank counts: only allreduce is hierarchical, through one leader per host.
+    bool through_leaders() const { return leaders_; }
 
     // An allreduce, reduce_scatter, allgather (of even counts) or broadcast of the group; `finish` runs once the op
     // is through (avg's division). Sums stand for avg (the caller divides).
@@ -75,6 +80,7 @@ private:
     static constexpr std::size_t kMaxPieces = 64;
     std::vector<Piece> pieces(std::size_t count, std::size_t multiple, DType dtype) const;
     Request allreduce(const OpArgs& a, std::function<void()> finish);
+    Request allreduce_through_leaders(const OpArgs& a, std::function<void()> finish);
     Request reduce_scatter(const OpArgs& a, std::function<void()> finish);
     Request allgather(const OpArgs& a);
     Request broadcast(const OpArgs& a);
@@ -89,9 +95,10 @@ private:
     }
 
     std::shared_ptr<Group> group_;  // the whole group
-    std::shared_ptr<FlatCollectives> local_;  // this host's ranks
-    std::shared_ptr<FlatCollectives> cross_;  // this local index on every host
+    std::shared_ptr<FlatCollectives> local_;  // this host's ranks (null for a host of one rank)
+    std::shared_ptr<FlatCollectives> cross_;  // this local index on every host (with leaders_: null but on leaders)
     int hosts_ = 0, host_ = 0, local_size_ = 0, local_rank_ = 0;
+    bool leaders_ = false;  // hosts of unequal rank counts (local_size_ is then this host's)
     std::vector<int> rank_at_;  // group rank of (host, local rank), at host * local_size_ + local rank
     std::size_t min_bytes_ = 0;
     std::size_t piece_bytes_ = 0;

@@ -28,8 +28,9 @@ bool shared_memory_takes(const OpArgs& a, const ShmCollectives& shm) {
 
 // Per rank: the whole buffer of allreduce and broadcast, one rank's block of allgather and reduce_scatter.
 bool hierarchy_takes(const OpArgs& a, const GroupPaths& paths) {
-    const bool kind = a.kind == OpKind::allreduce || a.kind == OpKind::broadcast || a.kind == OpKind::reduce_scatter ||
-                      (a.kind == OpKind::allgatherv && even(a));
+    const bool kind = a.kind == OpKind::allreduce ||
+                      (!paths.hierarchy_allreduce_only && (a.kind == OpKind::broadcast || a.kind == OpKind::reduce_scatter ||
+                                                           (a.kind == OpKind::allgatherv && even(a))));
     return kind && a.count * dtype_size(a.dtype) >= paths.hierarchy_min_bytes && a.count >= paths.hierarchy_min_count;
 }
 

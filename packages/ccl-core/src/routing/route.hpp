@@ -25,6 +25,7 @@ struct GroupPaths {
     bool hierarchy = false;
     std::size_t hierarchy_min_bytes = 0;
     std::size_t hierarchy_min_count = 0;
+    bool hierarchy_allreduce_only = false;  // hosts of unequal rank counts: only allreduce has a hierarchical form
 };
 
 Path choose_path(const OpArgs& a, const GroupPaths& paths);
