@@ -90,20 +90,6 @@ def test_info_names_the_level_in_use():
         assert f"kernels       {level} (this CPU: {', '.join(LEVELS)})" in out, out
 
 
-def test_lines_are_demoted_exactly_where_the_cpu_has_cldemote_and_the_setting_allows():
-    flags = next(line for line in open("/proc/cpuinfo") if line.startswith("flags")).split()
-
-    def info(**env):
-        return subprocess.run([sys.executable, "-c", "import ccl_core; print(ccl_core.demotes_lines())"],
-                              env={**clean_env(), **env}, capture_output=True, text=True, check=True).stdout.strip()
-
-    assert info() == str("cldemote" in flags)
-    assert info(CCL_CORE_SHM_DEMOTE="0") == "False"
-    out = subprocess.run([sys.executable, "-m", "ccl_core.info"], env={**clean_env(), "CCL_CORE_SHM_DEMOTE": "0"},
-                         capture_output=True, text=True, check=True).stdout
-    assert "cache hints   none" in out, out
-
-
 @pytest.mark.parametrize("size", [4, 8])
 def test_four_and_eight_ranks_on_the_shared_memory_path(monkeypatch, size):
     """More ranks than this machine's 2 cores: correctness, with small segments so that every path runs."""

@@ -6,7 +6,6 @@
 #include <ccl_core/store.hpp>
 #include <ccl_core/python/py_request.hpp>
 
-#include "kernels/cache_hints.hpp"
 #include "kernels/elementwise.hpp"
 #include <ccl_core/oneccl/runtime.hpp>
 #include "settings.hpp"
@@ -191,9 +190,6 @@ PYBIND11_MODULE(_ccl_core, m) {
     m.def("kernel_level", &kernel_level,
           "Instruction-set level of ccl-core's reduction kernels in use (CCL_CORE_KERNEL, else the best the CPU has)");
     m.def("supported_kernel_levels", &supported_kernel_levels, "Kernel levels this build has and this CPU runs");
-    m.def("demotes_lines", &detail::demoting_lines,
-          "Whether the shared-memory path hands the lines it writes for peers to the shared cache (the CPU has "
-          "CLDEMOTE and CCL_CORE_SHM_DEMOTE is 1)");
     m.def("progress_mode", &progress_mode,
           "How async operations move: 'thread' (in the background) or 'caller' (inside test/wait), CCL_CORE_PROGRESS");
     m.def("_stop_completions", &stop_completions, py::call_guard<py::gil_scoped_release>(),

@@ -19,10 +19,6 @@ const std::vector<Setting>& settings() {
         {"CCL_CORE_SHM_SMALL_BYTES", "bytes", "65536 / (ranks - 1), at most 65536",
          "allreduces up to this size take the one-synchronisation variant (every rank reduces every rank's input); "
          "larger ones reduce a share each, then gather the shares (rank 0's applies)"},
-        {"CCL_CORE_SHM_DEMOTE", "switch", "1",
-         "on CPUs with CLDEMOTE (Intel Xeon from Sapphire Rapids on): lines the shared-memory path writes for its "
-         "peers are moved to the shared cache at once, so that the peers' reads need not fetch them from the writer's "
-         "core; 0: left where they are. Elsewhere it has no effect"},
         {"CCL_CORE_THREADS", "count", "the rank's share of cores: its affinity, the host's cores over its ranks, "
          "the threads it computes with (torch's, under ccl-torch; else OMP_NUM_THREADS), the smallest",
          "threads per rank, the caller included, that the shared-memory path spreads large copies and reductions "

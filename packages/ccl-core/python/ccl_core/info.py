@@ -68,8 +68,6 @@ def collect(ranks: int = 2) -> dict:
                       "ccl_core_shared_memory": os.environ.get("CCL_CORE_SHM", "1") != "0"},
         # the reduction kernels' instruction-set level (CCL_CORE_KERNEL forces one of the supported)
         "kernels": {"level": ccl_core.kernel_level(), "supported": ccl_core.supported_kernel_levels()},
-        # CLDEMOTE on the lines the shared-memory path writes for peers (CCL_CORE_SHM_DEMOTE, where the CPU has it)
-        "demotes_lines": ccl_core.demotes_lines(),
         "progress": ccl_core.progress_mode(),  # CCL_CORE_PROGRESS: who moves async operations
         "group": group,
         "environment": environment,
@@ -94,7 +92,6 @@ def main(argv=None) -> int:
           f"FI_PROVIDER {t['fi_provider']}")
     k = info["kernels"]
     print(f"kernels       {k['level']} (this CPU: {', '.join(k['supported'])})")
-    print(f"cache hints   {'CLDEMOTE on lines written for peers' if info['demotes_lines'] else 'none (no CLDEMOTE here, or CCL_CORE_SHM_DEMOTE=0)'}")
     what = ("a background thread moves async operations" if info["progress"] == "thread"
             else "async operations move inside test()/wait() only")
     print(f"progress      {info['progress']} ({what})")

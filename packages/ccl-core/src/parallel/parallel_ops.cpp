@@ -2,7 +2,6 @@
 
 #include "worker_pool.hpp"
 
-#include "../kernels/cache_hints.hpp"
 #include "../kernels/elementwise.hpp"
 
 #include <algorithm>
@@ -31,7 +30,6 @@ void copy(void* dst, const void* src, std::size_t bytes, Destination where) {
         copy_streaming(dst, src, bytes);
     } else {
         std::memcpy(dst, src, bytes);
-        if (where == Destination::read_by_peers) hand_to_peers(dst, bytes);  // by the thread whose core holds them
     }
 }
 
@@ -48,24 +46,18 @@ void parallel_copy(void* dst, const void* src, std::size_t bytes, Destination wh
 }
 
 void parallel_reduce(const void* const* srcs, int nsrcs, void* dst, void* dst2, std::size_t count, DType dtype,
-                     ReduceOp op, Destination dst2_where) {
+                     ReduceOp op) {
     const std::size_t element = dtype_size(dtype);
-    const bool hand_over = dst2 && dst2_where == Destination::read_by_peers;
     const int parts = parts_for(count * element * static_cast<std::size_t>(nsrcs));
-    if (parts <= 1) {
-        reduce_sources(srcs, nsrcs, dst, dst2, count, dtype, op);
-        if (hand_over) hand_to_peers(dst2, count * element);
-        return;
-    }
+    if (parts <= 1) return reduce_sources(srcs, nsrcs, dst, dst2, count, dtype, op);
     WorkerPool::instance().run(parts, [&](int i) {
         std::size_t begin, end;
         WorkerPool::split(count, std::max<std::size_t>(1, kLine / element), i, parts, begin, end);
         if (begin == end) return;
         std::vector<const void*> from(static_cast<std::size_t>(nsrcs));
         for (int s = 0; s < nsrcs; ++s) from[static_cast<std::size_t>(s)] = static_cast<const char*>(srcs[s]) + begin * element;
-        char* to2 = dst2 ? static_cast<char*>(dst2) + begin * element : nullptr;
-        reduce_sources(from.data(), nsrcs, static_cast<char*>(dst) + begin * element, to2, end - begin, dtype, op);
-        if (hand_over) hand_to_peers(to2, (end - begin) * element);
+        reduce_sources(from.data(), nsrcs, static_cast<char*>(dst) + begin * element,
+                       dst2 ? static_cast<char*>(dst2) + begin * element : nullptr, end - begin, dtype, op);
     });
 }
 

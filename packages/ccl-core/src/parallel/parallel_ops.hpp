@@ -8,14 +8,13 @@
 
 namespace ccl_core::detail {
 
-// Where a copy's destination is read next: soon by this rank, by its peers (a slot or result area of the segment:
-// its lines are handed to the shared cache, cache_hints.hpp), or not soon by anyone (the caller's output of a message
-// larger than the caches: its stores then bypass them).
-enum class Destination { read_soon, read_by_peers, not_read_soon };
+// Where a copy's destination is read next: by a peer soon (a slot), or not soon by anyone (the caller's output of a
+// message larger than the caches: its stores then bypass them).
+enum class Destination { read_soon, not_read_soon };
 
 void parallel_copy(void* dst, const void* src, std::size_t bytes, Destination where = Destination::read_soon);
-// reduce_sources (elementwise.hpp), each element by one thread: the same bits. `dst2_where`: who reads dst2 next.
+// reduce_sources (elementwise.hpp), each element by one thread: the same bits.
 void parallel_reduce(const void* const* srcs, int nsrcs, void* dst, void* dst2, std::size_t count, DType dtype,
-                     ReduceOp op, Destination dst2_where = Destination::read_soon);
+                     ReduceOp op);
 
 }  // namespace ccl_core::detail

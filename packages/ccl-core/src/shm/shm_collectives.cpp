@@ -30,7 +30,6 @@
 #include "shm_collectives.hpp"
 
 #include "../settings.hpp"
-#include "../kernels/cache_hints.hpp"
 #include "../kernels/elementwise.hpp"
 #include "../parallel/parallel_ops.hpp"
 #include "../store/store_text.hpp"
@@ -409,7 +408,6 @@ SegmentHeader* ShmCollectives::segment_header() const { return reinterpret_cast<
 void ShmCollectives::publish(std::uint64_t& counter, std::uint64_t seq) {
     note_my_core();
     __atomic_store_n(&counter, seq, __ATOMIC_SEQ_CST);
-    hand_to_peers(&counter, sizeof counter);  // every peer reads it next
     SegmentHeader* h = segment_header();
     // With nobody asleep the shared line is only read: every rank bumping it on every publish made it bounce
     // between all cores (P read-modify-writes per step). A sleeper that registers after this read sees the counter
@@ -607,7 +605,6 @@ void ShmCollectives::announce(Op& o) {
     header(rank_)->described[o.first_seq & 1] = {o.first_seq, o.count, static_cast<std::int32_t>(o.dtype),
                                                  static_cast<std::int32_t>(o.op), static_cast<std::int32_t>(o.kind),
                                                  o.root, registered, 0, o.send_at, o.recv_at};
-    hand_to_peers(&header(rank_)->described[o.first_seq & 1], sizeof(OpDescription));
     publish(header(rank_)->announced, o.first_seq);
     o.announced = true;
 }
@@ -698,9 +695,7 @@ bool ShmCollectives::advance_in_place(Op& o) {
             }
             parallel_reduce(sources.data(), size_, o.recv + begin, nullptr, mine.length, o.dtype, o.op);
             for (int p = 0; p < size_; ++p) {
-                if (p == rank_) continue;
-                const Destination theirs = o.out == Destination::read_soon ? Destination::read_by_peers : o.out;
-                parallel_copy(peer_output(o, p, begin + bytes) + begin, o.recv + begin, bytes, theirs);
+                if (p != rank_) parallel_copy(peer_output(o, p, begin + bytes) + begin, o.recv + begin, bytes, o.out);
             }
         }
         publish(header(rank_)->released, seq);
@@ -745,9 +740,9 @@ bool ShmCollectives::advance_placed(Op& o) {
         if (o.copy_step == Op::CopyStep::place) {
             char* mine = slot(half, rank_);
             if (o.kind == Kind::allgather) {
-                parallel_copy(mine, o.send + first * e, n * e, Destination::read_by_peers);
+                parallel_copy(mine, o.send + first * e, n * e);
             } else if (o.kind == Kind::broadcast) {
-                if (rank_ == o.root) parallel_copy(mine, o.send + first * e, n * e, Destination::read_by_peers);
+                if (rank_ == o.root) parallel_copy(mine, o.send + first * e, n * e);
             } else {  // reduce_scatter: this segment of every rank's block, block p at p * n
                 for (int p = 0; p < size_; ++p) {
                     char* to = mine + static_cast<std::size_t>(p) * n * e;
@@ -756,10 +751,8 @@ bool ShmCollectives::advance_placed(Op& o) {
                                                [&](std::size_t at, std::size_t done, std::size_t take) {
                                                    std::memcpy(to + done * e, o.send + at * e, take * e);
                                                });
-                        hand_to_peers(to, n * e);
                     } else {
-                        parallel_copy(to, o.send + (static_cast<std::size_t>(p) * o.count + first) * e, n * e,
-                                      Destination::read_by_peers);
+                        parallel_copy(to, o.send + (static_cast<std::size_t>(p) * o.count + first) * e, n * e);
                     }
                 }
             }
@@ -823,12 +816,10 @@ bool ShmCollectives::advance_copied_allreduce(Op& o) {
             char* my_slot = slot(half, rank_);
             if (o.small) {
                 std::memcpy(my_slot, o.send + offset, n * o.element);
-                hand_to_peers(my_slot, n * o.element);
             } else {  // everything except the share this rank reduces itself
-                parallel_copy(my_slot, o.send + offset, mine.begin * o.element, Destination::read_by_peers);
+                parallel_copy(my_slot, o.send + offset, mine.begin * o.element);
                 const std::size_t after = mine.begin + mine.length;
-                parallel_copy(my_slot + after * o.element, o.send + offset + after * o.element, (n - after) * o.element,
-                              Destination::read_by_peers);
+                parallel_copy(my_slot + after * o.element, o.send + offset + after * o.element, (n - after) * o.element);
             }
             arrive(seq);
             o.copy_step = Op::CopyStep::combine;
@@ -848,8 +839,7 @@ bool ShmCollectives::advance_copied_allreduce(Op& o) {
             for (int p = 0; p < size_; ++p) {
                 sources[static_cast<std::size_t>(p)] = p == rank_ ? o.send + offset + at : slot(half, p) + at;
             }
-            parallel_reduce(sources.data(), size_, o.recv + offset + at, result(half) + at, mine.length, o.dtype, o.op,
-                            Destination::read_by_peers);
+            parallel_reduce(sources.data(), size_, o.recv + offset + at, result(half) + at, mine.length, o.dtype, o.op);
             publish(header(rank_)->reduced, seq);
             o.copy_step = Op::CopyStep::collect;
         }

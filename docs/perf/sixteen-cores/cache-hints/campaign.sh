@@ -1,4 +1,6 @@
 #!/bin/bash
+# Measured (2026-12-07, log and JSON beside it) on a build of 1aca0ee, which had the hint; it was slower, so the hint
+# was removed again (docs/performance.md, "Scaling on one host"). Kept for the record and as the template of a campaign.
 # Issues 40 and 41 on the 16-core machine the `device` tool lends: does handing the lines the shared-memory path writes
 # for its peers to the shared cache (CLDEMOTE, CCL_CORE_SHM_DEMOTE=1 against 0) pay, and which allreduce path should
 # small messages take at each rank count (the default one-shot limit; every size one-shot with
