@@ -545,7 +545,7 @@ def _fsdp_rows(backends, groups, barrier, slowest, size, params=0) -> list[dict]
             for module in model.modules():  # each FSDP module sets it for its own parameter group
                 if hasattr(module, "set_allocate_memory_from_process_group_for_comm"):
                     module.set_allocate_memory_from_process_group_for_comm(True)
-        nbytes = sum(p.numel() * p.element_size() for p in model.parameters()) * size  # unsharded
+        nbytes = sum(p.numel() * p.element_size() for p in model.parameters())  # unsharded: a DTensor's numel is global
         rows.append(_step_row("fsdp2_step", backend, model, x, y, nbytes, warmup, iters, barrier, slowest, size,
                               groups[backend]))
     return rows
