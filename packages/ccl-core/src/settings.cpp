@@ -16,7 +16,8 @@ const std::vector<Setting>& settings() {
          "group use oneCCL"},
         {"CCL_CORE_SHM_SEGMENT_BYTES", "bytes", "the CPU's per-core L2 cache, within 256 KiB-4 MiB (1 MiB when unknown)",
          "per-rank slot of the shared-memory path: large messages move in pieces of this size (rank 0's applies)"},
-        {"CCL_CORE_SHM_SMALL_BYTES", "bytes", "65536 / (ranks - 1), at most 65536",
+        {"CCL_CORE_SHM_SMALL_BYTES", "bytes", "65536 at 2 ranks, 32768 at 3-4, 2048 from 5 on; bfloat16: 16384 at 2 "
+         "ranks, 1024 from 3 on",
          "allreduces up to this size take the one-synchronisation variant (every rank reduces every rank's input); "
          "larger ones reduce a share each, then gather the shares (rank 0's applies)"},
         {"CCL_CORE_THREADS", "count", "the rank's share of cores: its affinity, the host's cores over its ranks, "

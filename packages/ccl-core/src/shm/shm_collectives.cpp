@@ -72,20 +72,23 @@ constexpr std::size_t kMinDefaultSegment = 256 << 10;
 constexpr std::size_t kMaxDefaultSegment = 4 << 20;
 constexpr std::size_t kMinSegment = kPage;
 constexpr std::size_t kMaxSegment = std::size_t{1} << 30;
-// Allreduces up to this size take the one-synchronisation path (CCL_CORE_SHM_SMALL_BYTES), in which every rank reads
-// every rank's slot: P x N bytes each, against about 3 N and one synchronisation more for the two-step path. So the
-// limit shrinks as ranks are added: kOneShotReads of peers' slots per rank at most (docs/performance.md, "Scaling on
-// one host"), and never above kMaxSmallLimit.
-constexpr std::size_t kOneShotReads = 64 << 10;
+// Allreduces up to a limit take the one-shot path (one synchronisation, every rank reduces every rank's slot: P x N
+// bytes read and (P - 1) N elements combined each), larger ones the two-step path (each rank reduces a 1/P share, then
+// gathers the others': about 3 N bytes, one synchronisation more). Measured on the 16-core Xeon, both paths forced
+// at every size (docs/performance.md, "Which allreduce path small messages take"): float32 one-shot wins up to 64 KiB
+// at 2 ranks, 32 KiB at 4, 2 KiB from 8 on; bfloat16, whose reduction is bound by its rounding, only up to 1 KiB
+// (at 2 ranks 16 KiB: above it the 2-vCPU EPYC favours one-shot, the Xeon two-step). CCL_CORE_SHM_SMALL_BYTES sets one
+// limit for every dtype.
+std::size_t default_small_limit(int size, bool bfloat16) {
+    if (bfloat16) return size <= 2 ? 16 << 10 : 1 << 10;
+    return size <= 2 ? 64 << 10 : size <= 4 ? 32 << 10 : 2 << 10;
+}
+
 // A segment grows with a rank's threads up to this many of them (2 x (ranks + 1) slots of it live in /dev/shm).
 constexpr int kMaxSegmentThreads = 8;
 // Outputs from this size up are written with stores that bypass the caches: they would not stay there anyway, and the
 // stores then neither read the destination's lines first nor evict what the caches hold.
 constexpr std::size_t kStreamingBytes = 8 << 20;
-constexpr std::size_t kMaxSmallLimit = 64 << 10;
-std::size_t default_small_limit(int size) {
-    return round_up(std::min(kMaxSmallLimit, kOneShotReads / static_cast<std::size_t>(std::max(1, size - 1))), kLine);
-}
 
 
 std::uint64_t load(const std::uint64_t& v) { return __atomic_load_n(&v, __ATOMIC_ACQUIRE); }
@@ -252,15 +255,18 @@ constexpr const char* kOk = "ok";
 struct Sizes {
     bool wanted;          // CCL_CORE_SHM
     std::size_t segment;  // per slot
-    std::size_t small;    // the one-synchronisation allreduce's limit
+    std::size_t small;    // the one-shot allreduce's limit
+    std::size_t small_bf16;  // the same for bfloat16
 };
 
 Sizes sizes_from_settings(int size, int threads) {
     const std::size_t segment = round_up(
         std::max<std::size_t>(setting_bytes("CCL_CORE_SHM_SEGMENT_BYTES", default_segment_bytes(threads)), kMinSegment),
         kLine);
-    return {setting_on("CCL_CORE_SHM"), segment,
-            std::min(segment, setting_bytes("CCL_CORE_SHM_SMALL_BYTES", default_small_limit(size)))};
+    const auto small = [&](bool bf16) {
+        return std::min(segment, setting_bytes("CCL_CORE_SHM_SMALL_BYTES", default_small_limit(size, bf16)));
+    };
+    return {setting_on("CCL_CORE_SHM"), segment, small(false), small(true)};
 }
 
 // What a rank ends up with: the mapping (MAP_FAILED if none) and whether it may be used ("ok", or why not).
@@ -301,7 +307,8 @@ Mapping offer_segment(Store& store, int size, Sizes& sizes, Milliseconds timeout
         for (int r = 0; r < size; ++r) ranks[r].core = -1;  // unknown until a rank first notes it
     }
     store.set("ccl_core/shm/name", text(m.base == MAP_FAILED ? std::string() :
-        name + "\n" + std::to_string(token) + "\n" + std::to_string(sizes.segment) + "\n" + std::to_string(sizes.small)));
+        name + "\n" + std::to_string(token) + "\n" + std::to_string(sizes.segment) + "\n" + std::to_string(sizes.small) +
+        "\n" + std::to_string(sizes.small_bf16)));
     std::vector<std::string> reports;
     for (int r = 1; r < size; ++r) reports.push_back(text(store.get("ccl_core/shm/mapped/" + std::to_string(r), timeout)));
     if (m.base != MAP_FAILED) {
@@ -328,7 +335,7 @@ std::string map_offered(int rank, int size, const std::string& name, std::uint64
     if (!sizes.wanted) return me + " has CCL_CORE_SHM=0";
     if (name.empty()) return "rank 0 offers no segment";
     if (!plausible_segment_name(name) || sizes.segment < kMinSegment || sizes.segment > kMaxSegment ||
-        sizes.small > sizes.segment) {
+        sizes.small > sizes.segment || sizes.small_bf16 > sizes.segment) {
         return me + " was handed an implausible segment (name or sizes)";
     }
     m.bytes = segment_bytes_for(size, sizes.segment);
@@ -358,7 +365,7 @@ Mapping take_segment(Store& store, int rank, int size, Sizes& sizes, Millisecond
     std::istringstream offered(text(store.get("ccl_core/shm/name", timeout)));
     std::string name;
     std::uint64_t token = 0;
-    offered >> name >> token >> sizes.segment >> sizes.small;
+    offered >> name >> token >> sizes.segment >> sizes.small >> sizes.small_bf16;
     if (!offered) name.clear();
     Mapping m;
     const std::string refusal = map_offered(rank, size, name, token, sizes, m);
@@ -382,13 +389,14 @@ std::unique_ptr<ShmCollectives> ShmCollectives::create(Store& store, int rank, i
         if (m.base != MAP_FAILED) ::munmap(m.base, m.bytes);
         return nullptr;  // every rank read the same verdict: all fall back to oneCCL together
     }
-    return std::unique_ptr<ShmCollectives>(new ShmCollectives(rank, size, m.base, m.bytes, sizes.segment, sizes.small));
+    return std::unique_ptr<ShmCollectives>(new ShmCollectives(rank, size, m.base, m.bytes, sizes.segment, sizes.small,
+                                                               sizes.small_bf16));
 }
 
 ShmCollectives::ShmCollectives(int rank, int size, void* base, std::size_t bytes, std::size_t segment_bytes,
-                           std::size_t small_limit)
+                           std::size_t small_limit, std::size_t small_limit_bf16)
     : rank_(rank), size_(size), base_(static_cast<char*>(base)), bytes_(bytes), segment_bytes_(segment_bytes),
-      small_limit_(small_limit) {
+      small_limit_(small_limit), small_limit_bf16_(small_limit_bf16) {
     header(rank_)->pid = static_cast<std::int32_t>(::getpid());
     pool_ = RegisteredPool::create(segment_header()->token, &header(rank_)->retired);
 }
@@ -482,7 +490,7 @@ std::shared_ptr<ShmCollectives::Op> ShmCollectives::start(Kind kind, const void*
     o->dtype = dtype;
     o->op = op;
     o->element = dtype_size(dtype);
-    o->small = kind == Kind::allreduce && count * o->element <= small_limit_;
+    o->small = kind == Kind::allreduce && count * o->element <= (dtype == DType::bfloat16 ? small_limit_bf16_ : small_limit_);
     const std::size_t out_bytes = (kind == Kind::allgather ? count * static_cast<std::size_t>(size_) : count) * o->element;
     o->out = out_bytes >= kStreamingBytes ? Destination::not_read_soon : Destination::read_soon;
     // reduce_scatter places a piece for every rank in its slot per segment; the others one piece

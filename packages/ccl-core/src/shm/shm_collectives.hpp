@@ -4,8 +4,8 @@
 // oneCCL's own path costs a few microseconds per call even inside a host, and its large-message path moves more
 // bytes than the reduction needs. Like DeepSpeed's and vLLM's CPU paths, ranks here copy into a shared segment and
 // reduce out of it:
-// - small messages: every rank copies its input into its slot; once all have arrived every rank reduces all slots
-//   (in rank order, so every rank computes the same bits). One synchronisation per call.
+// - small messages (a limit per rank count and dtype): every rank copies its input into its slot; once all have arrived
+//   every rank reduces all slots (in rank order, so every rank computes the same bits). One synchronisation per call.
 // - large messages, segment by segment: every rank copies the parts the others reduce, reduces its own share of the
 //   segment (its input plus the others' slots) into its output and a shared result area, then copies the others'
 //   shares of the result. Two synchronisations per segment; the bytes moved stay near the memory floor.
@@ -97,7 +97,8 @@ public:
     void note_my_core() override;
 
 private:
-    ShmCollectives(int rank, int size, void* base, std::size_t bytes, std::size_t segment_bytes, std::size_t small_limit);
+    ShmCollectives(int rank, int size, void* base, std::size_t bytes, std::size_t segment_bytes, std::size_t small_limit,
+                   std::size_t small_limit_bf16);
     // The segment an op is at: its sequence number, which half of the slots it uses, its first element and length.
     struct Piece {
         std::uint64_t seq;
@@ -137,6 +138,7 @@ private:
     std::size_t bytes_;
     std::size_t segment_bytes_;  // per slot: the largest piece of a message moved per synchronisation
     std::size_t small_limit_;    // messages up to this size take the one-synchronisation path
+    std::size_t small_limit_bf16_;  // the same for bfloat16 (its reduction costs more per byte)
     std::uint64_t next_seq_ = 1;
     mutable std::mutex mutex_;
     std::deque<std::shared_ptr<Op>> queue_;
