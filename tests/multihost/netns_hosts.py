@@ -136,12 +136,7 @@ def mpiexec_on_hosts(hosts: list[Host], script: Path, nproc: int, env: dict, por
             "-genv", "MASTER_ADDR", hosts[0].address, "-genv", "MASTER_PORT", str(port),
             "-genv", "LOCAL_WORLD_SIZE", str(nproc), sys.executable, str(script)]
     p = start(hosts[0], [str(SSH_STANDIN), hosts[0].hostname, *argv], dict(env, CCL_TEST_HOSTS=mapping))
-    try:
-        out, err = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        out, err = p.communicate()
-    return p.returncode, out, err
+    return _collect([p], timeout)[0]
 
 
 def can_make_namespaces() -> str:

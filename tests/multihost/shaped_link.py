@@ -35,12 +35,13 @@ def crossing(op: str, ranks_per_host: list[int]) -> float:
     parameter bytes): DDP all-reduces the gradients once; FSDP2 all-gathers the parameters in the forward and again
     in the backward pass and reduce-scatters the gradients."""
     hosts, ranks = len(ranks_per_host), sum(ranks_per_host)
+    blocks_elsewhere = max(1 - n / ranks for n in ranks_per_host)
     if op in ("all_reduce", "ddp_step"):
         return 2 * (hosts - 1) / hosts
     if op in ("all_gather", "reduce_scatter"):
-        return max(1 - n / ranks for n in ranks_per_host)
+        return blocks_elsewhere
     if op == "fsdp2_step":
-        return 3 * max(1 - n / ranks for n in ranks_per_host)
+        return 3 * blocks_elsewhere
     return 1.0
 
 SINK = """

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import netns_hosts
+import shaped_link
 from ccl_core import free_port
 from ranks import clean_env
 
@@ -39,8 +40,8 @@ def run_job(hosts, nproc, tmp_path, launcher="torchrun", **env_vars):
 
 def link_bytes_of_a_ring_allreduce(hosts: int, nbytes: int) -> float:
     """What a host's end of the link carries (sent + received) when its ranks all-reduce nbytes with the ranks of
-    the other hosts and no byte crosses twice: 2 (H - 1) / H of the message each way."""
-    return 2 * 2 * (hosts - 1) / hosts * nbytes
+    the other hosts and no byte crosses twice: the shaped-link benchmark's limit, each way."""
+    return 2 * shaped_link.crossing("all_reduce", [1] * hosts) * nbytes
 
 
 def check_ops_and_training(results):

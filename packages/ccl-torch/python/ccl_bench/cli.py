@@ -30,17 +30,20 @@ import time
 OPS_HELP = "all_reduce, all_gather, reduce_scatter, all_to_all, broadcast"
 
 
-def parse_size(text: str) -> int:
-    t = text.strip().upper().removesuffix("B").removesuffix("I")
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
+def _scaled(t: str, unit: int) -> int:
+    """A number with an optional suffix K, M or G: unit, unit ** 2, unit ** 3 times it."""
+    mult = {"K": unit, "M": unit**2, "G": unit**3}.get(t[-1:], 1)
     return int(float(t[:-1] if t[-1:] in "KMG" else t) * mult)
+
+
+def parse_size(text: str) -> int:
+    """Bytes with a binary suffix: 64K, 64KB and 64KiB are 65536."""
+    return _scaled(text.strip().upper().removesuffix("B").removesuffix("I"), 1 << 10)
 
 
 def parse_count(text: str) -> int:
     """A count with an optional decimal suffix: 50M = 50,000,000."""
-    t = text.strip().upper()
-    mult = {"K": 10**3, "M": 10**6, "G": 10**9}.get(t[-1:], 1)
-    return int(float(t[:-1] if t[-1:] in "KMG" else t) * mult)
+    return _scaled(text.strip().upper(), 1000)
 
 
 def sizes(lo: int, hi: int) -> list[int]:
@@ -480,6 +483,12 @@ def _train_layers(params: int, width: int) -> int:
     return max(1, round(params / (width * (width + 1))))
 
 
+def _mlp(width: int, layers: int):
+    import torch.nn as nn
+
+    return nn.Sequential(*[nn.Sequential(nn.Linear(width, width), nn.ReLU()) for _ in range(layers)])
+
+
 def _train_data(rank: int, inputs: int, outputs: int, batch: int):
     """This rank's batch, the same for every backend."""
     import torch
@@ -500,9 +509,8 @@ def _ddp_rows(backends, groups, barrier, slowest, size, params=0) -> list[dict]:
     for backend in trained:
         torch.manual_seed(0)
         if params:
-            w = TRAIN_WIDTH
-            net = nn.Sequential(*[nn.Sequential(nn.Linear(w, w), nn.ReLU()) for _ in range(_train_layers(params, w))])
-            (x, y), warmup, iters = _train_data(dist.get_rank(), w, w, 8), 2, 5
+            net = _mlp(TRAIN_WIDTH, _train_layers(params, TRAIN_WIDTH))
+            (x, y), warmup, iters = _train_data(dist.get_rank(), TRAIN_WIDTH, TRAIN_WIDTH, 8), 2, 5
         else:
             net = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
             (x, y), warmup, iters = _train_data(dist.get_rank(), 256, 10, 64), 5, 30
@@ -526,7 +534,6 @@ def _fsdp_rows(backends, groups, barrier, slowest, size, params=0) -> list[dict]
     through CUDA streams); "ccl-registered" turns on set_allocate_memory_from_process_group_for_comm."""
     import torch
     import torch.distributed as dist
-    import torch.nn as nn
     from torch.distributed.device_mesh import DeviceMesh
     from torch.distributed.fsdp import fully_shard
 
@@ -537,7 +544,7 @@ def _fsdp_rows(backends, groups, barrier, slowest, size, params=0) -> list[dict]
         w, layers = (TRAIN_WIDTH, _train_layers(params, TRAIN_WIDTH)) if params else (1024, 8)
         x, y = _train_data(dist.get_rank(), w, w, 8 if params else 64)
         warmup, iters = (2, 5) if params else (3, 10)
-        model = nn.Sequential(*[nn.Sequential(nn.Linear(w, w), nn.ReLU()) for _ in range(layers)])
+        model = _mlp(w, layers)
         for layer in model:
             fully_shard(layer, mesh=mesh)
         fully_shard(model, mesh=mesh)
