@@ -4,7 +4,7 @@
 # with CCL_CORE_SHM_SMALL_BYTES), interleaved per rank count, ROUNDS rounds (2 by default); one pinned rank per core,
 # back-to-back and barrier-timed rows. ccl-core's NumPy face only. Run from the repository root with
 # .device/wheels/paths/ holding the cp312 ccl-core wheel under test and the trimmed oneCCL wheels in .device/wheels/.
-# JSON and log.txt go to $OUT. RANKS shrinks it for a rehearsal on a small machine.
+# JSON and log.txt go to $OUT; tables.py beside it prints the comparison. RANKS shrinks it for a rehearsal on a small machine.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 ROUNDS=${ROUNDS:-2}; RANKS=${RANKS:-2 4 8 16}
