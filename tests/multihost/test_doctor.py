@@ -1,7 +1,7 @@
 """ccl-doctor on two netns hosts x 2 ranks under torchrun: a healthy set-up passes (exit 0 on every host), and
 faults planted on one host are each found on that host, with their fix, and fail the run (exit 1 on every host):
 a 1 MiB /dev/shm, OMP threads above the cores, another ccl-torch release, an interface that reaches nothing, two
-ranks pinned to one core."""
+ranks pinned to one core. And on 4 hosts of 2, 1, 2 and 2 ranks, a healthy job passes."""
 import json
 import os
 import re
@@ -25,11 +25,12 @@ def hosts():
     netns_hosts.destroy(made)
 
 
-def doctor(hosts, tmp_path, host_env=({}, {}), preludes=("", "")):
-    """Runs ccl-doctor on both hosts; returns (rank 0's report, what it gathered and found, each host's exit code)."""
+def doctor(hosts, tmp_path, host_env=({}, {}), preludes=("", ""), nproc=2):
+    """Runs ccl-doctor on every host (nproc ranks each, or nproc[i] on host i); returns (rank 0's report, what it
+    gathered and found, each host's exit code)."""
     env = dict(clean_env(), OMP_NUM_THREADS="1")
     report_file = tmp_path / "doctor.json"
-    outs = netns_hosts.torchrun_on_hosts(hosts, ["-m", "ccl_doctor"], 2, env, port=free_port(), timeout=240,
+    outs = netns_hosts.torchrun_on_hosts(hosts, ["-m", "ccl_doctor"], nproc, env, port=free_port(), timeout=240,
                                          args=["--timeout", "30", "--json", str(report_file)],
                                          host_env=list(host_env), preludes=list(preludes))
     report = outs[0][1]
@@ -121,3 +122,23 @@ def test_under_mpiexec_a_healthy_job_passes(hosts, tmp_path):
     assert "ccl-doctor: 4 ranks on 2 hosts, started by mpi (PMI)" in report
     assert "hierarchy on: 2 hosts x 2 ranks; all_reduce right on 4 of 4 ranks" in report
     assert report.rstrip().endswith("ccl-doctor: no problems found")
+
+
+def test_four_hosts_of_different_sizes_pass(tmp_path):
+    """4 hosts on a bridge with 2, 1, 2 and 2 ranks: every host reaches the other three, the group's allreduce goes
+    through a leader per host and is right on every rank, and nothing is wrong (exit 0 on every host)."""
+    four = netns_hosts.create(f"r{os.getpid() % 1000}", 4)
+    try:
+        report, found, codes = doctor(four, tmp_path, host_env=[{}] * 4, preludes=[""] * 4, nproc=[2, 1, 2, 2])
+    finally:
+        netns_hosts.destroy(four)
+    assert codes == [0, 0, 0, 0], report
+    assert problems(found) == [] and report.rstrip().endswith("ccl-doctor: no problems found")
+    assert "ccl-doctor: 7 ranks on 4 hosts, started by torchrun" in report
+    for h in four:
+        others = ", ".join(f"{o.hostname} yes" for o in four if o is not h)
+        assert f"reaches    {others}" in section(report, h.hostname), section(report, h.hostname)
+    assert ("hierarchy on: hosts of 2, 1, 2, 2 ranks, allreduce through a leader per host; "
+            "all_reduce right on 7 of 7 ranks") in report
+    assert "among the hosts' first ranks" in report
+
