@@ -25,9 +25,9 @@ def hosts():
     netns_hosts.destroy(made)
 
 
-def doctor(hosts, tmp_path, host_env=({}, {}), preludes=("", ""), nproc=2):
-    """Runs ccl-doctor on every host (nproc ranks each, or nproc[i] on host i); returns (rank 0's report, what it
-    gathered and found, each host's exit code)."""
+def doctor(hosts, tmp_path, host_env=(), preludes=(), nproc=2):
+    """Runs ccl-doctor on every host (nproc ranks each, or nproc[i] on host i; host i gets host_env[i] and runs
+    preludes[i] first, where given); returns (rank 0's report, what it gathered and found, each host's exit code)."""
     env = dict(clean_env(), OMP_NUM_THREADS="1")
     report_file = tmp_path / "doctor.json"
     outs = netns_hosts.torchrun_on_hosts(hosts, ["-m", "ccl_doctor"], nproc, env, port=free_port(), timeout=240,
@@ -129,7 +129,7 @@ def test_four_hosts_of_different_sizes_pass(tmp_path):
     through a leader per host and is right on every rank, and nothing is wrong (exit 0 on every host)."""
     four = netns_hosts.create(f"r{os.getpid() % 1000}", 4)
     try:
-        report, found, codes = doctor(four, tmp_path, host_env=[{}] * 4, preludes=[""] * 4, nproc=[2, 1, 2, 2])
+        report, found, codes = doctor(four, tmp_path, nproc=[2, 1, 2, 2])
     finally:
         netns_hosts.destroy(four)
     assert codes == [0, 0, 0, 0], report
