@@ -109,6 +109,21 @@ def groups_in_a_loop(rank, size):
     return bad
 
 
+def destroy_after_point_to_point(rank, size, store_dir):
+    """A group whose last op is a send and a recv, destroyed at once: how long the destroy took on this rank (s)."""
+    dist.init_process_group("ccl", init_method=f"file://{store_dir}/rendezvous", rank=rank, world_size=size,
+                            timeout=datetime.timedelta(seconds=60))
+    if rank == 0:
+        dist.send(torch.tensor([5, 6]), 1)
+    elif rank == 1:
+        got = torch.zeros(2, dtype=torch.int64)
+        dist.recv(got, 0)
+        assert got.tolist() == [5, 6], got
+    t0 = time.monotonic()
+    dist.destroy_process_group()
+    return time.monotonic() - t0
+
+
 def device_mesh(rank, size):
     from torch.distributed.device_mesh import init_device_mesh
 

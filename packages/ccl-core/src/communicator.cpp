@@ -3,6 +3,7 @@
 #include "communicator_impl.hpp"
 
 #include "kernels/elementwise.hpp"
+#include "progress/progress_thread.hpp"
 #include <ccl_core/oneccl/runtime.hpp>
 
 #include <ccl_core/validate.hpp>
@@ -40,7 +41,11 @@ std::shared_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store,
 detail::ShmCollectives* Communicator::shm() const { return impl_->flat->shm(); }
 
 Communicator::Communicator(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Communicator::~Communicator() = default;
+// The group's last operation may still be held by the progress thread (polled, or napped on) or lie in its graveyard
+// (release_on_a_user_thread), and it holds the engine: let go of here, on the thread that lets go of the
+// communicator, the engine goes with the communicator, and the peers see this rank leave at once (rank 0 waits for
+// that, up to 10 s: Engine::wait_for_departures). The bound covers a nap on a peer's futex.
+Communicator::~Communicator() { detail::let_go_of_completed_operations(std::chrono::milliseconds(250)); }
 
 int Communicator::rank() const { return impl_->group->rank(); }
 int Communicator::size() const { return impl_->group->size(); }

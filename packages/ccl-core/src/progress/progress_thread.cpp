@@ -180,10 +180,24 @@ void release_completed_operations() {
     if (ProgressThread* thread = started.load()) thread->release_completed();
 }
 
+void ProgressThread::let_go(std::chrono::milliseconds bound) {
+    if (::getpid() != owner_ || std::this_thread::get_id() == thread_.get_id()) return;
+    {
+        std::unique_lock<std::mutex> lock(mutex_);
+        let_go_.wait_for(lock, bound, [&] { return !holding_; });
+    }
+    release_completed();
+}
+
+void let_go_of_completed_operations(std::chrono::milliseconds bound) {
+    if (ProgressThread* thread = started.load()) thread->let_go(bound);
+}
+
 bool ProgressThread::poll_round(std::unique_lock<std::mutex>& lock) {
     // Owned entries move out for the round (their completion may run without the lock); watched ones are copied.
     std::vector<Watched> round;
     round.swap(watched_);
+    holding_ = true;
     lock.unlock();
     std::vector<Watched> pending;
     bool progressed = false;
@@ -211,6 +225,8 @@ bool ProgressThread::poll_round(std::unique_lock<std::mutex>& lock) {
     }
     round.clear();
     lock.lock();
+    holding_ = false;
+    let_go_.notify_all();
     // ops that arrived during the round are already in watched_; the pending ones go back before them
     watched_.insert(watched_.begin(), std::make_move_iterator(pending.begin()), std::make_move_iterator(pending.end()));
     // an async op whose future was asked for meanwhile is now owned: poll it once per round, not twice
@@ -238,11 +254,15 @@ void ProgressThread::rest(std::unique_lock<std::mutex>& lock, Backoff& backoff, 
             sleepers.push_back(std::move(op));
         }
     }
+    holding_ = !sleepers.empty();
     how.on_peers = [&](std::chrono::microseconds limit) {
         return std::any_of(sleepers.begin(), sleepers.end(), [&](const auto& op) { return op->sleep_in_background(limit); });
     };
     how.plain = [&](std::chrono::microseconds nap) {
+        sleepers.clear();  // nothing to sleep on: a nap holds no op (the last reference to one may go here)
         lock.lock();
+        holding_ = false;
+        let_go_.notify_all();
         waiting_ = true;
         wake_.wait_for(lock, nap, [&] { return stop_ || watched_.size() > seen; });
         waiting_ = false;
@@ -259,6 +279,8 @@ void ProgressThread::rest(std::unique_lock<std::mutex>& lock, Backoff& backoff, 
     }
     sleepers.clear();  // without the lock: the last reference to an op may go here
     lock.lock();
+    holding_ = false;
+    let_go_.notify_all();
 }
 
 std::optional<Clock::time_point> ProgressThread::all_in_grace(Clock::time_point now) const {

@@ -43,6 +43,10 @@ public:
     // Destroys what completed operations left behind (see graveyard_). Called on users' threads as they issue
     // operations; nothing on the progress thread itself.
     void release_completed();
+    // release_completed() once the thread holds no operation its caller may have dropped meanwhile (it holds them
+    // while it polls, and over its naps when they can wake it): for a user's thread that lets go of a communicator,
+    // whose last operation may be one of those. Waits at most `bound` (a nap on a peer's futex).
+    void let_go(std::chrono::milliseconds bound);
     // Puts `leftover` in the graveyard (see release_on_a_user_thread in progress.hpp).
     void bury(std::shared_ptr<void> leftover);
     bool is_this_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
@@ -72,6 +76,8 @@ private:
     std::vector<Watched> watched_;
     bool stop_ = false;
     bool waiting_ = false;  // asleep on wake_ until a new op comes (or a nap ends): a new async op must wake it
+    bool holding_ = false;  // in a round or a nap with references to callers' ops (let_go() waits it out)
+    std::condition_variable let_go_;  // holding_ went false
     // Completions stop at interpreter exit; completion_mutex_ guards the one that runs (see stop_completions()).
     std::mutex completion_mutex_;
     bool completions_stopped_ = false;
@@ -92,5 +98,7 @@ private:
 
 // ProgressThread::release_completed() of the process's thread, if it was started (and not from that thread).
 void release_completed_operations();
+// ProgressThread::let_go() likewise.
+void let_go_of_completed_operations(std::chrono::milliseconds bound);
 
 }  // namespace ccl_core::detail
