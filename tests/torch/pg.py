@@ -31,4 +31,5 @@ def _in_group(rank, size, store_dir, fn, backend, timeout, args):
 
 def run_in_group(fn, size=2, *args, backend="ccl", timeout=60.0, test_timeout=90.0):
     """fn(rank, size, *args) on every rank of an initialised group; returns per-rank results."""
-    return run_ranks(_in_group, size, fn, backend, timeout, args, make_comm=False, timeout=test_timeout)
+    return run_ranks(_in_group, size, fn, backend, timeout, args, make_comm=False, timeout=test_timeout,
+                     preload_torch=True)

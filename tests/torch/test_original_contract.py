@@ -7,7 +7,7 @@ from ranks import run_ranks
 
 def _run_direct(fn, size=2):
     """fn(rank, size, store_dir) on real ranks with no process group: it builds its own, as the original's tests did."""
-    return run_ranks(fn, size, make_comm=False, timeout=90)
+    return run_ranks(fn, size, make_comm=False, timeout=90, preload_torch=True)
 
 
 def test_argument_errors_are_value_and_runtime_errors_with_the_originals_wording():
