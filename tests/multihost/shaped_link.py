@@ -81,8 +81,8 @@ def link_rate(hosts, nbytes: int = 256 << 20, port: int = 29999) -> float:
     return float(out.strip())
 
 
-def bench_round(hosts, nproc: list[int], bench_args: list[str], out: Path, port: int) -> list[dict]:
-    env = dict(clean_env(), OMP_NUM_THREADS="1")  # gloo finds the link by the hosts' names
+def bench_round(hosts, nproc: list[int], bench_args: list[str], out: Path, port: int, extra_env: dict = {}) -> list[dict]:
+    env = dict(clean_env(), OMP_NUM_THREADS="1", **extra_env)  # gloo finds the link by the hosts' names
     outs = netns_hosts.torchrun_on_hosts(hosts, "-m", nproc, env, port,
                                          args=["ccl_bench", *bench_args, "--json", str(out), "--quiet"])
     for code, o, e in outs:
@@ -140,6 +140,9 @@ def main(argv=None) -> int:
     p.add_argument("--train-params", metavar="N",
                    help="also a DDP and an FSDP2 training step of an MLP of about N parameters (e.g. 50M) per backend, "
                         "with the same losses checked (ccl-bench --ddp --fsdp --train-params)")
+    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                   help="a variable for every rank (repeatable), e.g. CCL_CORE_HIERARCHY_PIECE_BYTES=16M; the ranks "
+                        "otherwise get none of this shell's CCL_, FI_ and I_MPI_ variables")
     p.add_argument("--json", help="write the rate, every round's rows and the summary here")
     args = p.parse_args(argv)
     why_not = netns_hosts.can_make_namespaces()
@@ -147,6 +150,12 @@ def main(argv=None) -> int:
         raise SystemExit(f"shaped_link: {why_not}")
     from ccl_core import free_port
 
+    extra_env = {}
+    for pair in args.env:
+        name, eq, value = pair.partition("=")
+        if not eq or not name:
+            raise SystemExit(f"shaped_link: --env takes NAME=VALUE, got {pair!r}")
+        extra_env[name] = value
     nproc = [int(n) for n in args.nproc.split(",")]
     if len(nproc) == 1:
         nproc *= args.hosts or 2
@@ -165,7 +174,7 @@ def main(argv=None) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             for i in range(args.rounds):
                 t = time.perf_counter()
-                rounds.append(bench_round(hosts, nproc, bench, Path(tmp, f"round{i}.json"), free_port()))
+                rounds.append(bench_round(hosts, nproc, bench, Path(tmp, f"round{i}.json"), free_port(), extra_env))
                 print(f"round {i + 1}/{args.rounds}: {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
     finally:
         netns_hosts.destroy(hosts)

@@ -34,3 +34,9 @@ def test_shaped_link_bench(tmp_path):
     assert cases["all_reduce"]["link_limit_ms"] == pytest.approx(4 / 3 * per_byte_ms)
     assert cases["all_gather"]["link_limit_ms"] == pytest.approx(2 / 3 * per_byte_ms)
     assert "3 hosts x 1 ranks" in run.stdout and "link limit" in run.stdout
+
+
+def test_an_env_option_without_a_value_is_refused_by_name():
+    run = subprocess.run([sys.executable, str(SCRIPT), "--env", "CCL_CORE_HIERARCHY_PIECE_BYTES"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0 and "--env takes NAME=VALUE" in run.stderr, run.stdout + run.stderr
