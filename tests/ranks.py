@@ -88,6 +88,7 @@ class RankFailed(AssertionError):
 
 
 def _child(work, rank, size, store_dir, make_comm, comm_timeout, queue, forked_from):
+    global _work_done
     try:
         if forked_from is not None:
             _as_if_spawned(*forked_from)
@@ -103,7 +104,6 @@ def _child(work, rank, size, store_dir, make_comm, comm_timeout, queue, forked_f
     except BaseException as e:  # report everything, including KeyboardInterrupt-like exits
         queue.put((rank, False, f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
     finally:
-        global _work_done
         _work_done = True
 
 

@@ -81,8 +81,9 @@ def link_rate(hosts, nbytes: int = 256 << 20, port: int = 29999) -> float:
     return float(out.strip())
 
 
-def bench_round(hosts, nproc: list[int], bench_args: list[str], out: Path, port: int, extra_env: dict = {}) -> list[dict]:
-    env = dict(clean_env(), OMP_NUM_THREADS="1", **extra_env)  # gloo finds the link by the hosts' names
+def bench_round(hosts, nproc: list[int], bench_args: list[str], out: Path, port: int,
+                extra_env: dict | None = None) -> list[dict]:
+    env = dict(clean_env(), OMP_NUM_THREADS="1", **(extra_env or {}))  # gloo finds the link by the hosts' names
     outs = netns_hosts.torchrun_on_hosts(hosts, "-m", nproc, env, port,
                                          args=["ccl_bench", *bench_args, "--json", str(out), "--quiet"])
     for code, o, e in outs:
@@ -141,7 +142,7 @@ def main(argv=None) -> int:
                    help="also a DDP and an FSDP2 training step of an MLP of about N parameters (e.g. 50M) per backend, "
                         "with the same losses checked (ccl-bench --ddp --fsdp --train-params)")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                   help="a variable for every rank (repeatable), e.g. CCL_CORE_HIERARCHY_PIECE_BYTES=16M; the ranks "
+                   help="a variable for every rank (repeatable), e.g. CCL_CORE_HIERARCHY_PIECE_BYTES=16777216; the ranks "
                         "otherwise get none of this shell's CCL_, FI_ and I_MPI_ variables")
     p.add_argument("--json", help="write the rate, every round's rows and the summary here")
     args = p.parse_args(argv)

@@ -189,6 +189,11 @@ void ProgressThread::let_go(std::chrono::milliseconds bound) {
     release_completed();
 }
 
+void ProgressThread::stop_holding() {
+    holding_ = false;
+    let_go_.notify_all();
+}
+
 void let_go_of_completed_operations(std::chrono::milliseconds bound) {
     if (ProgressThread* thread = started.load()) thread->let_go(bound);
 }
@@ -225,8 +230,7 @@ bool ProgressThread::poll_round(std::unique_lock<std::mutex>& lock) {
     }
     round.clear();
     lock.lock();
-    holding_ = false;
-    let_go_.notify_all();
+    stop_holding();
     // ops that arrived during the round are already in watched_; the pending ones go back before them
     watched_.insert(watched_.begin(), std::make_move_iterator(pending.begin()), std::make_move_iterator(pending.end()));
     // an async op whose future was asked for meanwhile is now owned: poll it once per round, not twice
@@ -261,8 +265,7 @@ void ProgressThread::rest(std::unique_lock<std::mutex>& lock, Backoff& backoff, 
     how.plain = [&](std::chrono::microseconds nap) {
         sleepers.clear();  // nothing to sleep on: a nap holds no op (the last reference to one may go here)
         lock.lock();
-        holding_ = false;
-        let_go_.notify_all();
+        stop_holding();
         waiting_ = true;
         wake_.wait_for(lock, nap, [&] { return stop_ || watched_.size() > seen; });
         waiting_ = false;
@@ -279,8 +282,7 @@ void ProgressThread::rest(std::unique_lock<std::mutex>& lock, Backoff& backoff, 
     }
     sleepers.clear();  // without the lock: the last reference to an op may go here
     lock.lock();
-    holding_ = false;
-    let_go_.notify_all();
+    stop_holding();
 }
 
 std::optional<Clock::time_point> ProgressThread::all_in_grace(Clock::time_point now) const {

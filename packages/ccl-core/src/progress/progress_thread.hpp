@@ -63,6 +63,8 @@ private:
     std::optional<std::chrono::steady_clock::time_point> all_in_grace(std::chrono::steady_clock::time_point now) const;
     struct Watched;
     void finish(Watched& w);
+    // holding_ = false, and let_go() hears of it (caller holds mutex_).
+    void stop_holding();
 
     struct Watched {
         std::weak_ptr<PendingOperation> watched;  // async ops: dropped here when their caller drops them
